@@ -1,0 +1,136 @@
+"""The embedded store: one SQLite file in WAL mode.
+
+Every write transaction runs whole on one writer thread that owns one
+connection (a transaction costs one thread hop, not one per statement) and
+opens with ``BEGIN IMMEDIATE``, so writers serialize even across processes
+sharing the file: two claims on one attendee cannot both pass the conflict
+check. Reads run on a small pool of reader threads, each in a deferred
+transaction that sees one consistent snapshot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.pool import NullPool
+
+from slotward.adapters.store.migrate import upgrade
+from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.engine.errors import InvalidRequest
+from slotward.engine.ports import UnitOfWork
+
+__all__ = ["SqliteStore", "sqlite_path"]
+
+T = TypeVar("T")
+
+
+def sqlite_path(url: str) -> Path:
+    """The file of a ``sqlite:///`` or ``sqlite+aiosqlite:///`` URL."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or not parsed.database:
+        raise InvalidRequest(f"not a SQLite file URL: {url!r}", code="invalid_db_url")
+    if parsed.database == ":memory:":
+        raise InvalidRequest("an in-memory SQLite database cannot be shared", code="invalid_db_url")
+    return Path(parsed.database)
+
+
+def _engine(path: Path) -> Engine:
+    # Connections are closed by whoever shuts the store down, not by their thread.
+    engine = create_engine(
+        f"sqlite:///{path}", poolclass=NullPool, connect_args={"check_same_thread": False}
+    )
+
+    @event.listens_for(engine, "connect")
+    def _setup(dbapi_conn: Any, _record: Any) -> None:
+        # Let us issue BEGIN ourselves (IMMEDIATE for writers), not pysqlite.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    return engine
+
+
+class SqliteStore:
+    """Runs use cases on a SQLite file: writes on one thread, reads on a pool."""
+
+    def __init__(self, path: Path, max_hold: timedelta, readers: int = 4) -> None:
+        self._path = path
+        self._max_hold = max_hold
+        self._engine = _engine(path)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="slotward-writer")
+        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="slotward-reader")
+        self._local = threading.local()
+        self._write_conn: Connection | None = None
+        self._reader_conns: list[Connection] = []
+        self._reader_lock = threading.Lock()
+
+    @classmethod
+    def open(cls, url: str, max_hold: timedelta) -> SqliteStore:
+        """Open (creating and migrating when needed) the database of ``url``."""
+        store = cls(sqlite_path(url), max_hold)
+        store.migrate()
+        return store
+
+    def migrate(self) -> None:
+        with self._engine.connect() as conn:
+            upgrade(conn)
+            conn.commit()
+
+    def _writer_conn(self) -> Connection:
+        if self._write_conn is None:
+            self._write_conn = self._engine.connect()
+        return self._write_conn
+
+    def _reader_conn(self) -> Connection:
+        conn: Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._engine.connect()
+            self._local.conn = conn
+            with self._reader_lock:
+                self._reader_conns.append(conn)
+        return conn
+
+    def _run_write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        uow = SqlUnitOfWork(self._writer_conn(), self._max_hold, begin="BEGIN IMMEDIATE")
+        return fn(uow)
+
+    def _run_read(self, fn: Callable[[UnitOfWork], T]) -> T:
+        return fn(SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
+
+    def run_write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """Run ``fn`` as a write transaction from synchronous code (CLI, tests)."""
+        return self._writer.submit(self._run_write, fn).result()
+
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._writer, functools.partial(self._run_write, fn))
+
+    async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, functools.partial(self._run_read, fn))
+
+    async def close(self) -> None:
+        self._writer.submit(self._close_writer).result()
+        self._readers.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
+        for conn in self._reader_conns:
+            conn.close()
+        self._engine.dispose()
+
+    def _close_writer(self) -> None:
+        if self._write_conn is not None:
+            self._write_conn.close()
+            self._write_conn = None

@@ -1,0 +1,159 @@
+"""The schema, as SQLAlchemy Core tables (the migrations create the same).
+
+Instants are stored as integer microseconds since the epoch (UTC): portable,
+cheap to compare, and usable in a PostgreSQL ``int8range`` exclusion
+constraint later. ``hold_attendees`` holds one row per (hold, attendee) with an
+``active`` flag (held or committed), which is what the overlap index serves.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Column,
+    Index,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Table,
+    Text,
+)
+
+__all__ = [
+    "api_keys",
+    "attendee_emails",
+    "attendees",
+    "audit_heads",
+    "audit_log",
+    "hold_attendees",
+    "holds",
+    "ledger",
+    "metadata",
+    "outbox",
+]
+
+metadata = MetaData()
+
+api_keys = Table(
+    "api_keys",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("key_hash", String(64), nullable=False, unique=True),
+    Column("tenant", String(128), nullable=False),
+    Column("agent_id", String(128), nullable=False),
+    Column("role", String(16), nullable=False),
+    Column("priority", Integer, nullable=False),
+    Column("created_us", BigInteger, nullable=False),
+    Column("revoked_us", BigInteger, nullable=True),
+)
+
+attendees = Table(
+    "attendees",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("id", String(128), primary_key=True),
+    Column("name", Text, nullable=True),
+    Column("created_us", BigInteger, nullable=False),
+)
+
+attendee_emails = Table(
+    "attendee_emails",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("email", String(254), primary_key=True),
+    Column("attendee_id", String(128), nullable=False),
+)
+
+holds = Table(
+    "holds",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("key", String(255), nullable=False),
+    Column("workflow_id", String(255), nullable=False),
+    Column("agent_id", String(128), nullable=False),
+    Column("attendees", Text, nullable=False),  # JSON list, sorted
+    Column("start_us", BigInteger, nullable=False),
+    Column("end_us", BigInteger, nullable=False),
+    Column("title", Text, nullable=False),
+    Column("description", Text, nullable=True),
+    Column("priority", Integer, nullable=False),
+    Column("status", String(16), nullable=False),
+    Column("expires_us", BigInteger, nullable=False),
+    Column("token", Integer, nullable=False),
+    Column("intent_fp", String(64), nullable=False),
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("committed_us", BigInteger, nullable=True),
+    Column("preempted_by", String(64), nullable=True),
+    Column("audit_seq", BigInteger, nullable=False),
+    Index("ix_holds_tenant_workflow_intent", "tenant", "workflow_id", "intent_fp"),
+    Index("ix_holds_status_expires", "status", "expires_us"),
+    Index("ix_holds_tenant_id", "tenant", "id"),
+)
+
+hold_attendees = Table(
+    "hold_attendees",
+    metadata,
+    Column("hold_id", String(64), primary_key=True),
+    Column("attendee", String(128), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("start_us", BigInteger, nullable=False),
+    Column("end_us", BigInteger, nullable=False),
+    Column("active", Boolean, nullable=False),
+    Index("ix_hold_attendees_overlap", "tenant", "attendee", "start_us"),
+)
+
+ledger = Table(
+    "ledger",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    Column("fingerprint", String(255), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("status_code", Integer, nullable=False),
+    Column("body", LargeBinary, nullable=False),
+    Column("hold_id", String(64), nullable=True),
+    Column("created_us", BigInteger, nullable=False),
+    Column("expires_us", BigInteger, nullable=False),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("seq", BigInteger, primary_key=True, autoincrement=False),
+    Column("at_us", BigInteger, nullable=False),
+    Column("actor", String(128), nullable=False),
+    Column("action", String(64), nullable=False),
+    Column("key", String(255), nullable=True),
+    Column("hold_id", String(64), nullable=True),
+    Column("outcome", String(32), nullable=False),
+    Column("prev_hash", String(64), nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+audit_heads = Table(
+    "audit_heads",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("seq", BigInteger, nullable=False),
+    Column("hash", String(64), nullable=False),
+)
+
+outbox = Table(
+    "outbox",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("type", String(64), nullable=False),
+    Column("hold_id", String(64), nullable=True),
+    Column("payload", Text, nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("created_us", BigInteger, nullable=False),
+    Column("next_attempt_us", BigInteger, nullable=False),
+    Index("ix_outbox_state_next", "state", "next_attempt_us"),
+)

@@ -1,0 +1,74 @@
+"""The aiohttp application and the one place everything is wired (bootstrap)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+
+from aiohttp import web
+
+from slotward.adapters.store.sqlite import SqliteStore
+from slotward.api.auth import KeyCache
+from slotward.api.config import Config
+from slotward.api.context import SERVICES, Services
+from slotward.api.jsonbody import MAX_BODY_BYTES
+from slotward.api.openapi import build_openapi
+from slotward.api.other_handlers import OPENAPI
+from slotward.api.problems import problem_middleware
+from slotward.api.sweeper import sweep_forever
+from slotward.api.table import ROUTES
+from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.ports import Clock, IdGenerator, Store
+
+__all__ = ["bootstrap", "build_app", "open_store"]
+
+
+def open_store(config: Config) -> Store:
+    """The store named by ``config.db_url``, migrated to the current schema."""
+    return SqliteStore.open(config.db_url, config.policy().max_hold)
+
+
+def bootstrap(
+    config: Config,
+    *,
+    store: Store | None = None,
+    clock: Clock | None = None,
+    ids: IdGenerator | None = None,
+) -> Services:
+    """Wire the adapters into the engine; tests pass their own clock or store."""
+    chosen = store if store is not None else open_store(config)
+    return Services(
+        store=chosen,
+        clock=clock or SystemClock(),
+        ids=ids or TimeOrderedIds(),
+        policy=config.policy(),
+        keys=KeyCache(chosen, config.key_cache_seconds),
+    )
+
+
+def build_app(services: Services, config: Config, *, sweep: bool = True) -> web.Application:
+    """The HTTP application. It closes the store when it shuts down."""
+    app = web.Application(middlewares=[problem_middleware], client_max_size=MAX_BODY_BYTES + 1024)
+    app[SERVICES] = services
+    app[OPENAPI] = json.dumps(build_openapi(ROUTES), separators=(",", ":")).encode()
+    for route in ROUTES:
+        app.router.add_route(route.method, route.path, route.handler)
+    app.cleanup_ctx.append(_lifetime(services, config.sweep_interval_seconds if sweep else None))
+    return app
+
+
+def _lifetime(
+    svc: Services, interval: float | None
+) -> Callable[[web.Application], AsyncIterator[None]]:
+    async def lifetime(app: web.Application) -> AsyncIterator[None]:
+        task = asyncio.create_task(sweep_forever(svc, interval)) if interval else None
+        yield
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await svc.store.close()
+
+    return lifetime

@@ -1,0 +1,97 @@
+"""API keys: created once and shown once, stored as a SHA-256 hash, bound to a
+tenant, an agent, a role and a default priority.
+
+Keys are 32 random bytes, so a fast hash is enough to make the stored value
+useless to a thief; a key id prefix lets an operator name a key without it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+from collections.abc import Collection
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from slotward.engine.errors import Forbidden, InvalidRequest, Unauthenticated
+from slotward.engine.model import Principal, Role
+from slotward.engine.ports import Clock, IdGenerator, Store, UnitOfWork
+
+__all__ = ["ROLES", "KeyCache", "NewKey", "authenticate", "create_key", "hash_key", "require_role"]
+
+ROLES: tuple[Role, ...] = ("agent", "reviewer", "admin")
+
+
+def hash_key(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class NewKey:
+    id: str
+    secret: str
+    principal: Principal
+
+
+def create_key(uow: UnitOfWork, principal: Principal, clock: Clock, ids: IdGenerator) -> NewKey:
+    """Store a new key for ``principal``; the secret exists only in the result."""
+    if principal.role not in ROLES:
+        raise InvalidRequest(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
+    if not 0 <= principal.priority <= 100:
+        raise InvalidRequest("priority must be 0-100", code="invalid_priority")
+    key_id = ids.new_id("key")
+    secret = f"sw_{secrets.token_urlsafe(32)}"
+    with uow:
+        uow.keys.add(key_id, hash_key(secret), principal, clock.now())
+        uow.commit()
+    return NewKey(key_id, secret, principal)
+
+
+class KeyCache:
+    """Principals by key hash for a few seconds, so auth is not a read per call."""
+
+    def __init__(self, store: Store, ttl_seconds: float) -> None:
+        self._store = store
+        self._ttl = ttl_seconds
+        self._entries: dict[str, tuple[float, Principal | None]] = {}
+
+    async def principal(self, secret: str) -> Principal | None:
+        digest = hash_key(secret)
+        hit = self._entries.get(digest)
+        if hit is not None and hit[0] > time.monotonic():
+            return hit[1]
+        found = await self._store.read(lambda uow: _find(uow, digest))
+        if len(self._entries) > 10_000:
+            self._entries.clear()
+        self._entries[digest] = (time.monotonic() + self._ttl, found)
+        return found
+
+
+def _find(uow: UnitOfWork, digest: str) -> Principal | None:
+    with uow:
+        return uow.keys.find(digest)
+
+
+async def authenticate(
+    request: web.Request, cache: KeyCache, roles: Collection[Role] = ROLES
+) -> Principal:
+    """The caller of ``request``, or 401/403."""
+    header = request.headers.get("Authorization", "")
+    scheme, _, secret = header.partition(" ")
+    if scheme.lower() != "bearer" or not secret.strip():
+        raise Unauthenticated("send 'Authorization: Bearer <api key>'", code="missing_api_key")
+    principal = await cache.principal(secret.strip())
+    if principal is None:
+        raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
+    require_role(principal, roles)
+    return principal
+
+
+def require_role(principal: Principal, roles: Collection[Role]) -> None:
+    if principal.role not in roles:
+        raise Forbidden(
+            f"the {principal.role} role may not do this (needs {' or '.join(roles)})",
+            code="role_forbidden",
+        )

@@ -1,0 +1,89 @@
+"""The ``slotward`` command: serve, keys create, migrate."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from slotward.api.app import bootstrap, build_app, open_store
+from slotward.api.auth import ROLES, create_key
+from slotward.api.config import Config
+from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.errors import SlotwardError
+from slotward.engine.model import Principal
+
+__all__ = ["main"]
+
+
+def _parser(defaults: Config) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="slotward", description=__doc__)
+    parser.add_argument("--db", default=defaults.db_url, help="database URL (default: %(default)s)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    serve = sub.add_parser("serve", help="run the HTTP server")
+    serve.add_argument("--host", default=defaults.host)
+    serve.add_argument("--port", type=int, default=defaults.port)
+    serve.add_argument(
+        "--demo-key", action="store_true",
+        help="create an agent key for tenant 'demo' and print it (make run uses this)",
+    )  # fmt: skip
+    keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys", required=True)
+    create = keys.add_parser("create", help="create a key; prints it as the last line")
+    create.add_argument("--tenant", required=True)
+    create.add_argument("--agent", required=True)
+    create.add_argument("--role", choices=ROLES, default="agent")
+    create.add_argument("--priority", type=int, default=50)
+    sub.add_parser("migrate", help="bring the database schema up to date")
+    return parser
+
+
+def _new_key(config: Config, principal: Principal) -> str:
+    store = open_store(config)
+    try:
+        made = asyncio.run(
+            store.write(lambda uow: create_key(uow, principal, SystemClock(), TimeOrderedIds()))
+        )
+    finally:
+        asyncio.run(store.close())
+    return made.secret
+
+
+def _serve(config: Config, demo_key: bool) -> None:
+    if demo_key:
+        secret = _new_key(config, Principal("demo", "demo-agent", "agent", 50))
+    app = build_app(bootstrap(config), config)
+    url = f"http://{config.host}:{config.port}"
+    print(f"slotward serving {url} (database {config.db_url})", flush=True)
+    if demo_key:
+        print(f"API key (tenant demo, agent demo-agent): {secret}", flush=True)
+    web.run_app(app, host=config.host, port=config.port, print=None)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        defaults = Config.from_env(os.environ)
+        args = _parser(defaults).parse_args(argv)
+        config = Config(**{**defaults.__dict__, "db_url": args.db})
+        if args.command == "serve":
+            config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
+            _serve(config, args.demo_key)
+        elif args.command == "keys":
+            principal = Principal(args.tenant, args.agent, args.role, args.priority)
+            secret = _new_key(config, principal)
+            print(f"created {args.role} key for tenant {args.tenant}, agent {args.agent}")
+            print(secret)
+        else:
+            asyncio.run(open_store(config).close())
+            print(f"schema up to date: {config.db_url}")
+    except SlotwardError as error:
+        print(f"slotward: {error.code}: {error.detail}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,78 @@
+"""Configuration: one frozen value, built once at start from a mapping.
+
+Nothing else in slotward reads the environment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+
+from slotward.engine.errors import InvalidRequest
+from slotward.engine.policy import Policy
+
+__all__ = ["DEFAULT_DB", "Config"]
+
+DEFAULT_DB = "sqlite+aiosqlite:///./slotward.db"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+@dataclass(frozen=True)
+class Config:
+    db_url: str = DEFAULT_DB
+    host: str = "127.0.0.1"
+    port: int = 8080
+    sweep_interval_seconds: float = 1.0
+    allow_unknown_attendees: bool = True
+    retention_hours: int = 72
+    key_cache_seconds: float = 10.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> Config:
+        """Read ``SLOTWARD_*`` variables; anything unset keeps its default."""
+        base = cls()
+        return cls(
+            db_url=env.get("SLOTWARD_DB", base.db_url),
+            host=env.get("SLOTWARD_HOST", base.host),
+            port=_int(env, "SLOTWARD_PORT", base.port),
+            sweep_interval_seconds=float(
+                env.get("SLOTWARD_SWEEP_INTERVAL", base.sweep_interval_seconds)
+            ),
+            allow_unknown_attendees=_bool(
+                env, "SLOTWARD_ALLOW_UNKNOWN_ATTENDEES", base.allow_unknown_attendees
+            ),
+            retention_hours=_int(env, "SLOTWARD_RETENTION_HOURS", base.retention_hours),
+        )
+
+    def policy(self) -> Policy:
+        if not 1 <= self.retention_hours <= 24 * 30:
+            raise InvalidRequest("retention must be 1 hour to 30 days", code="invalid_config")
+        return Policy(
+            allow_unknown_attendees=self.allow_unknown_attendees,
+            retention=timedelta(hours=self.retention_hours),
+        )
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidRequest(
+            f"{name} must be an integer, got {raw!r}", code="invalid_config"
+        ) from None
+
+
+def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise InvalidRequest(f"{name} must be true or false, got {raw!r}", code="invalid_config")

@@ -1,0 +1,25 @@
+"""What handlers share, as typed application state."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from aiohttp import web
+
+from slotward.api.auth import KeyCache
+from slotward.engine.policy import Policy
+from slotward.engine.ports import Clock, IdGenerator, Store
+
+__all__ = ["SERVICES", "Services"]
+
+
+@dataclass(frozen=True)
+class Services:
+    store: Store
+    clock: Clock
+    ids: IdGenerator
+    policy: Policy
+    keys: KeyCache
+
+
+SERVICES = web.AppKey("services", Services)

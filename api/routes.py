@@ -1,0 +1,40 @@
+"""The route table: one declaration per operation serves routing and OpenAPI."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+from aiohttp import web
+
+from slotward.api.shapes import Field, Shape
+
+__all__ = ["Param", "Route"]
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Param:
+    """A query or path parameter (always a string on the wire)."""
+
+    name: str
+    where: str = "query"
+    required: bool = False
+    description: str = ""
+    schema: Field | None = None
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    handler: Handler
+    operation_id: str
+    summary: str
+    request: Shape | None = None
+    responses: dict[int, Shape | None] = field(default_factory=dict)
+    params: tuple[Param, ...] = ()
+    auth: bool = True
+    mutating: bool = False
+    tag: str = "holds"

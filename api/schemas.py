@@ -1,0 +1,261 @@
+"""Request and response shapes, declared once: they validate input and the
+OpenAPI document is generated from them."""
+
+from __future__ import annotations
+
+from slotward.api.shapes import Field, Shape
+
+__all__ = [
+    "ATTENDEE",
+    "ATTENDEE_PUT",
+    "AUDIT_ENTRY",
+    "AUDIT_LIST",
+    "AUDIT_VERIFY",
+    "AVAILABILITY",
+    "COMMIT",
+    "CONFLICT",
+    "HEALTH",
+    "HOLD",
+    "HOLD_ARGUMENTS",
+    "HOLD_CREATE",
+    "HOLD_LIST",
+    "HOLD_REF",
+    "HOLD_REF_COMMIT",
+    "RELEASE",
+    "SLOTS_ARGUMENTS",
+    "TOOLS",
+    "TOOL_CALL",
+]
+
+_INSTANT = "ISO-8601 with an offset or Z, or a local time with `timezone`"
+_WORKFLOW = Field(
+    "workflow_id", "string", required=True, min_length=1, max_length=255,
+    description="The agent workflow (conversation, task) this call belongs to",
+)  # fmt: skip
+_STEP = Field(
+    "step", "integer", nullable=True, minimum=0,
+    description="The step within the workflow; a deliberate re-booking uses a new step",
+)  # fmt: skip
+
+
+def _hold_fields(*, start_required: bool = True) -> tuple[Field, ...]:
+    return (
+        Field(
+            "attendees",
+            "array",
+            required=True,
+            min_items=1,
+            max_items=100,
+            items=Field("attendee", "string", min_length=1, max_length=320),
+            description="Attendee ids or emails (`Name <email>` accepted)",
+        ),
+        Field("start", "string", required=start_required, max_length=64, description=_INSTANT),
+        Field("end", "string", max_length=64, description="Exclusive end; or a duration"),
+        Field("duration_minutes", "integer", minimum=1, maximum=1440),
+        Field("duration", "string", max_length=32, description="ISO-8601 duration, e.g. PT30M"),
+        Field("timezone", "string", max_length=64, description="IANA name for local times"),
+        Field("title", "string", max_length=500),
+        Field("description", "string", nullable=True, max_length=5000),
+        Field("priority", "integer", minimum=0, maximum=100, description="May lower, not raise"),
+        Field("hold_ttl_seconds", "integer", minimum=10, maximum=3600),
+    )
+
+
+HOLD_CREATE = Shape(
+    "HoldCreate",
+    (_WORKFLOW, _STEP, *_hold_fields()),
+    description="Place a hold; exactly one of end, duration_minutes, duration",
+)
+HOLD_ARGUMENTS = Shape(
+    "CreateHoldArguments",
+    (
+        *_hold_fields(start_required=False),
+        Field("start_time", "string", max_length=64, description="Alias of start"),
+        Field("end_time", "string", max_length=64, description="Alias of end"),
+    ),
+)
+COMMIT = Shape("HoldCommit", (Field("token", "integer", required=True, minimum=0),))
+RELEASE = Shape("HoldRelease", ())
+_HOLD_ID = Field("hold_id", "string", required=True, min_length=1, max_length=64)
+HOLD_REF_COMMIT = Shape(
+    "CommitHoldArguments", (_HOLD_ID, Field("token", "integer", required=True, minimum=0))
+)
+HOLD_REF = Shape("ReleaseHoldArguments", (_HOLD_ID,))
+SLOTS_ARGUMENTS = Shape(
+    "FindFreeSlotsArguments",
+    (
+        Field(
+            "attendees",
+            "array",
+            required=True,
+            min_items=1,
+            max_items=100,
+            items=Field("attendee", "string", min_length=1, max_length=320),
+        ),
+        Field("from", "string", required=True, max_length=64, description=_INSTANT),
+        Field("to", "string", required=True, max_length=64, description=_INSTANT),
+        Field("timezone", "string", max_length=64),
+        Field("duration_minutes", "integer", required=True, minimum=1, maximum=1440),
+        Field("limit", "integer", minimum=1, maximum=50),
+    ),
+)
+TOOLS = (
+    "create_calendar_hold",
+    "commit_calendar_hold",
+    "release_calendar_hold",
+    "find_free_slots",
+)
+TOOL_CALL = Shape(
+    "ToolCall",
+    (
+        Field("workflow_id", "string", min_length=1, max_length=255),
+        _STEP,
+        Field("tool", "string", required=True, enum=TOOLS),
+        Field("arguments", "object", required=True),
+    ),
+    description="A tool call as an LLM emits it; arguments are the endpoint's body fields",
+)
+
+HOLD = Shape(
+    "Hold",
+    (
+        Field("id", "string", required=True),
+        Field("key", "string", required=True),
+        Field("workflow_id", "string", required=True),
+        Field("agent_id", "string", required=True),
+        Field("attendees", "array", required=True, items=Field("id", "string")),
+        Field("start", "string", required=True),
+        Field("end", "string", required=True),
+        Field("title", "string", required=True),
+        Field("description", "string", required=True, nullable=True),
+        Field("priority", "integer", required=True),
+        Field(
+            "status",
+            "string",
+            required=True,
+            enum=("held", "committed", "released", "expired", "preempted"),
+        ),
+        Field("expires_at", "string", required=True),
+        Field("token", "integer", required=True),
+        Field("created_at", "string", required=True),
+        Field("updated_at", "string", required=True),
+        Field("committed_at", "string", required=True, nullable=True),
+        Field("preempted_by", "string", required=True, nullable=True),
+        Field("audit_seq", "integer", required=True),
+    ),
+)
+HOLD_LIST = Shape(
+    "HoldList",
+    (
+        Field("items", "array", required=True, items=HOLD),
+        Field("next_cursor", "string", required=True, nullable=True),
+    ),
+)
+_SLOT = Shape(
+    "Slot", (Field("start", "string", required=True), Field("end", "string", required=True))
+)
+_CONFLICT_ITEM = Shape(
+    "ConflictItem",
+    (
+        Field("attendee", "string", required=True),
+        Field("start", "string", required=True),
+        Field("end", "string", required=True),
+        Field("kind", "string", required=True, enum=("held", "committed", "external")),
+        Field("agent", "string"),
+        Field("priority", "integer"),
+        Field("expires_at", "string"),
+        Field("audit_seq", "integer"),
+        Field("same_intent", "boolean"),
+    ),
+)
+CONFLICT = Shape(
+    "SlotConflict",
+    (
+        Field("type", "string"),
+        Field("title", "string", required=True),
+        Field("status", "integer", required=True),
+        Field("detail", "string"),
+        Field("code", "string", required=True),
+        Field("retryable", "boolean", required=True),
+        Field("conflicts", "array", required=True, items=_CONFLICT_ITEM),
+        Field("alternatives", "array", required=True, max_items=3, items=_SLOT),
+    ),
+    additional=True,
+)
+_BUSY = Shape(
+    "Busy",
+    (
+        Field("attendee", "string", required=True),
+        Field("start", "string", required=True),
+        Field("end", "string", required=True),
+        Field("kind", "string", required=True),
+    ),
+)
+AVAILABILITY = Shape(
+    "Availability",
+    (
+        Field("attendees", "array", required=True, items=Field("id", "string")),
+        Field("from", "string", required=True),
+        Field("to", "string", required=True),
+        Field("busy", "array", required=True, items=_BUSY),
+        Field("free", "array", required=True, items=_SLOT),
+        Field("slots", "array", items=_SLOT),
+    ),
+)
+AUDIT_ENTRY = Shape(
+    "AuditEntry",
+    (
+        Field("seq", "integer", required=True),
+        Field("at", "string", required=True),
+        Field("actor", "string", required=True),
+        Field("action", "string", required=True),
+        Field("key", "string", required=True, nullable=True),
+        Field("hold_id", "string", required=True, nullable=True),
+        Field("outcome", "string", required=True),
+        Field("prev_hash", "string", required=True),
+        Field("hash", "string", required=True),
+    ),
+)
+AUDIT_LIST = Shape(
+    "AuditList",
+    (
+        Field("items", "array", required=True, items=AUDIT_ENTRY),
+        Field("next_cursor", "string", required=True, nullable=True),
+    ),
+)
+AUDIT_VERIFY = Shape(
+    "AuditVerify",
+    (
+        Field("ok", "boolean", required=True),
+        Field("count", "integer", required=True),
+        Field("head", "string", required=True),
+        Field("broken_at", "integer"),
+    ),
+)
+ATTENDEE_PUT = Shape(
+    "AttendeePut",
+    (
+        Field(
+            "id", "string", min_length=1, max_length=128, pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]*$"
+        ),
+        Field("name", "string", nullable=True, max_length=200),
+        Field(
+            "emails",
+            "array",
+            required=True,
+            min_items=1,
+            max_items=50,
+            items=Field("email", "string", min_length=3, max_length=320),
+        ),
+    ),
+    description="Create or update an attendee and its email aliases",
+)
+ATTENDEE = Shape(
+    "Attendee",
+    (
+        Field("id", "string", required=True),
+        Field("name", "string", required=True, nullable=True),
+        Field("emails", "array", required=True, items=Field("email", "string")),
+    ),
+)
+HEALTH = Shape("Health", (Field("status", "string", required=True),))

@@ -1,0 +1,36 @@
+"""The background sweeper: marks expired holds and emits ``hold.expired``.
+
+Reads never depend on it (a held hold past expiry already reads expired and
+never blocks); it makes the state and the events catch up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from slotward.api.context import Services
+from slotward.engine.lifecycle import expire_due
+
+__all__ = ["sweep_forever", "sweep_once"]
+
+log = logging.getLogger("slotward.sweeper")
+
+
+async def sweep_once(svc: Services, batch: int = 500) -> int:
+    """Expire everything due now, in batches; return how many holds expired."""
+    total = 0
+    while True:
+        n = await svc.store.write(lambda uow: expire_due(uow, svc.clock, svc.ids, batch))
+        total += n
+        if n < batch:
+            return total
+
+
+async def sweep_forever(svc: Services, interval: float) -> None:
+    while True:
+        try:
+            await sweep_once(svc)
+        except Exception:
+            log.exception("sweep failed; trying again next interval")
+        await asyncio.sleep(interval)

@@ -1,0 +1,94 @@
+"""Every operation of the HTTP API, in one table."""
+
+from __future__ import annotations
+
+from slotward.api import schemas as s
+from slotward.api.hold_handlers import (
+    commit_hold,
+    create_hold,
+    list_holds_handler,
+    read_hold,
+    release_hold,
+    tool_call,
+)
+from slotward.api.other_handlers import (
+    audit_handler,
+    audit_verify_handler,
+    availability_handler,
+    health_handler,
+    openapi_handler,
+    put_attendee_handler,
+)
+from slotward.api.routes import Param, Route
+from slotward.api.shapes import Field
+
+__all__ = ["ROUTES"]
+
+_ID = Param("hold_id", "path", required=True)
+_WRITE = {409: s.CONFLICT, 422: None, 401: None, 403: None}
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST", "/v1/holds", create_hold, "createHold", "Place a hold (create_calendar_hold)",
+        request=s.HOLD_CREATE, responses={201: s.HOLD, **_WRITE}, mutating=True,
+    ),
+    Route(
+        "GET", "/v1/holds", list_holds_handler, "listHolds", "List holds",
+        responses={200: s.HOLD_LIST},
+        params=(
+            Param("workflow_id"), Param("status", description="comma-separated"),
+            Param("attendee"), Param("cursor"),
+            Param("limit", schema=Field("limit", "integer", minimum=1, maximum=200)),
+        ),
+    ),
+    Route(
+        "GET", "/v1/holds/{hold_id}", read_hold, "getHold", "Read a hold",
+        responses={200: s.HOLD, 404: None}, params=(_ID,),
+    ),
+    Route(
+        "POST", "/v1/holds/{hold_id}/commit", commit_hold, "commitHold", "Commit a hold",
+        request=s.COMMIT, responses={200: s.HOLD, 404: None, **_WRITE}, params=(_ID,),
+        mutating=True,
+    ),
+    Route(
+        "POST", "/v1/holds/{hold_id}/release", release_hold, "releaseHold",
+        "Release a hold (the compensating action)",
+        request=s.RELEASE, responses={200: s.HOLD, 404: None, 401: None, 403: None},
+        params=(_ID,), mutating=True,
+    ),
+    Route(
+        "GET", "/v1/availability", availability_handler, "getAvailability",
+        "Busy intervals, free gaps and free slots", responses={200: s.AVAILABILITY},
+        params=(
+            Param("attendees", required=True, description="comma-separated ids or emails"),
+            Param("from", required=True), Param("to", required=True), Param("timezone"),
+            Param("duration_minutes"), Param("limit"),
+        ),
+    ),
+    Route(
+        "POST", "/v1/tool-calls", tool_call, "toolCall", "Call a tool in an LLM's envelope",
+        request=s.TOOL_CALL,
+        responses={200: s.HOLD, 201: s.HOLD, **_WRITE}, mutating=True, tag="tools",
+    ),
+    Route(
+        "POST", "/v1/attendees", put_attendee_handler, "putAttendee",
+        "Create or update an attendee and its email aliases (admin)",
+        request=s.ATTENDEE_PUT, responses={200: s.ATTENDEE}, tag="directory",
+    ),
+    Route(
+        "GET", "/v1/audit", audit_handler, "listAudit", "The tenant's audit log",
+        responses={200: s.AUDIT_LIST}, params=(Param("cursor"), Param("limit")), tag="audit",
+    ),
+    Route(
+        "GET", "/v1/audit/verify", audit_verify_handler, "verifyAudit",
+        "Recompute the tenant's hash chain", responses={200: s.AUDIT_VERIFY}, tag="audit",
+    ),
+    Route(
+        "GET", "/healthz", health_handler, "health", "Liveness", responses={200: s.HEALTH},
+        auth=False, tag="ops",
+    ),
+    Route(
+        "GET", "/openapi.json", openapi_handler, "openapi", "This document",
+        responses={200: None}, auth=False, tag="ops",
+    ),
+)  # fmt: skip

@@ -1,0 +1,55 @@
+"""Clocks and id generators: the only place the engine learns the time.
+
+A guardrail test allows ``datetime.now``/``time.time`` nowhere else.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["FixedClock", "SystemClock", "TimeOrderedIds"]
+
+
+class SystemClock:
+    """Wall-clock time, UTC."""
+
+    def now(self) -> datetime:
+        return datetime.now(UTC)
+
+
+class FixedClock:
+    """A clock tests move by hand: ``advance()`` instead of ``sleep``."""
+
+    def __init__(self, start: datetime) -> None:
+        if start.tzinfo is None:
+            raise ValueError("FixedClock needs an aware datetime")
+        self._now = start.astimezone(UTC)
+        self._lock = threading.Lock()
+
+    def now(self) -> datetime:
+        with self._lock:
+            return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        with self._lock:
+            self._now += timedelta(seconds=seconds)
+            return self._now
+
+    def set(self, instant: datetime) -> None:
+        with self._lock:
+            self._now = instant.astimezone(UTC)
+
+
+class TimeOrderedIds:
+    """Ids like ``hold_0192c0ffee01a1b2c3d4e5f6a7``: milliseconds, then randomness.
+
+    Sorting ids sorts by creation time (within a millisecond, arbitrarily),
+    which keeps list cursors simple.
+    """
+
+    def new_id(self, prefix: str) -> str:
+        millis = time.time_ns() // 1_000_000
+        return f"{prefix}_{millis:012x}{secrets.token_hex(8)}"

@@ -1,0 +1,33 @@
+"""Use case: maintain the tenant's attendee directory (ids and email aliases)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from slotward.engine.attendees import attendee_id_for_email, normalize_email
+from slotward.engine.model import Principal
+from slotward.engine.ports import Clock, UnitOfWork
+
+__all__ = ["put_attendee"]
+
+
+def put_attendee(
+    uow: UnitOfWork,
+    principal: Principal,
+    attendee_id: str | None,
+    name: str | None,
+    emails: Sequence[str],
+    clock: Clock,
+) -> dict[str, Any]:
+    """Create or update an attendee; every email becomes an alias of it.
+
+    An upsert: sending the same document twice leaves the directory as once.
+    Without an id, the attendee takes the id its first email would get.
+    """
+    normalized = sorted({normalize_email(e) for e in emails})
+    chosen = attendee_id or attendee_id_for_email(principal.tenant, normalized[0])
+    with uow:
+        uow.directory.put(principal.tenant, chosen, name, normalized, clock.now())
+        uow.commit()
+    return {"id": chosen, "name": name, "emails": normalized}

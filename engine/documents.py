@@ -1,0 +1,62 @@
+"""The public JSON form of engine values, and the one way bodies are encoded.
+
+Stored answers are replayed byte for byte, so every body is encoded here, once.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from slotward.engine.model import AuditEntry, Hold
+from slotward.engine.timenorm import format_instant
+
+__all__ = ["audit_document", "encode", "hold_document"]
+
+
+def encode(doc: Any) -> bytes:
+    """Compact UTF-8 JSON, keys in declaration order."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def _instant(value: datetime | None) -> str | None:
+    return None if value is None else format_instant(value)
+
+
+def hold_document(hold: Hold, now: datetime) -> dict[str, Any]:
+    """A hold as clients see it at ``now`` (a held hold past expiry reads expired)."""
+    return {
+        "id": hold.id,
+        "key": hold.key,
+        "workflow_id": hold.workflow_id,
+        "agent_id": hold.agent_id,
+        "attendees": list(hold.attendees),
+        "start": format_instant(hold.start),
+        "end": format_instant(hold.end),
+        "title": hold.title,
+        "description": hold.description,
+        "priority": hold.priority,
+        "status": hold.status_at(now).value,
+        "expires_at": format_instant(hold.expires_at),
+        "token": hold.token,
+        "created_at": format_instant(hold.created_at),
+        "updated_at": format_instant(hold.updated_at),
+        "committed_at": _instant(hold.committed_at),
+        "preempted_by": hold.preempted_by,
+        "audit_seq": hold.audit_seq,
+    }
+
+
+def audit_document(entry: AuditEntry) -> dict[str, Any]:
+    return {
+        "seq": entry.seq,
+        "at": format_instant(entry.at),
+        "actor": entry.actor,
+        "action": entry.action,
+        "key": entry.key,
+        "hold_id": entry.hold_id,
+        "outcome": entry.outcome,
+        "prev_hash": entry.prev_hash,
+        "hash": entry.hash,
+    }

@@ -1,0 +1,125 @@
+"""The one exception tree of slotward.
+
+    SlotwardError
+    ├── InvalidRequest            400/413/415/422: the call can never succeed as sent
+    │   ├── MalformedBody         400: not JSON, bad UTF-8, duplicate keys, NaN ...
+    │   ├── BodyTooLarge          413
+    │   └── ValidationFailed      422: well-formed JSON that breaks a rule
+    ├── Unauthenticated           401
+    ├── Forbidden                 403
+    ├── NotFound                  404 (also for another tenant's objects)
+    └── Conflict                  409: the state of the world disagrees
+        ├── SlotConflict          409 slot_conflict, with conflicts and alternatives
+        └── InProgress            409 request_in_progress, retryable
+
+Each error carries a stable ``code`` (the contract with clients), whether the
+same call may succeed later (``retryable``), a human ``detail`` and optional
+``extra`` members that the problem+json body includes. The API maps this tree to
+responses in exactly one place (api/problems.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = [
+    "BodyTooLarge",
+    "Conflict",
+    "Forbidden",
+    "InProgress",
+    "InvalidRequest",
+    "MalformedBody",
+    "NotFound",
+    "SlotConflict",
+    "SlotwardError",
+    "Unauthenticated",
+    "ValidationFailed",
+]
+
+
+class SlotwardError(Exception):
+    """Root of every error slotward raises on purpose."""
+
+    status: int = 500
+    title: str = "Internal error"
+    default_code: str = "internal_error"
+    default_retryable: bool = False
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        code: str | None = None,
+        retryable: bool | None = None,
+        extra: Mapping[str, Any] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.code = code or self.default_code
+        self.retryable = self.default_retryable if retryable is None else retryable
+        self.extra: dict[str, Any] = dict(extra or {})
+        self.retry_after = retry_after
+        # Set when the error answers a mutating call whose key is known, so the
+        # response still carries Idempotency-Key (nothing is stored for it).
+        self.idempotency_key: str | None = None
+
+
+class InvalidRequest(SlotwardError):
+    status = 422
+    title = "Invalid request"
+    default_code = "invalid_request"
+
+
+class MalformedBody(InvalidRequest):
+    status = 400
+    title = "Malformed body"
+    default_code = "malformed_body"
+
+
+class BodyTooLarge(InvalidRequest):
+    status = 413
+    title = "Body too large"
+    default_code = "body_too_large"
+
+
+class ValidationFailed(InvalidRequest):
+    status = 422
+    title = "Validation failed"
+    default_code = "validation_failed"
+
+
+class Unauthenticated(SlotwardError):
+    status = 401
+    title = "Unauthenticated"
+    default_code = "unauthenticated"
+
+
+class Forbidden(SlotwardError):
+    status = 403
+    title = "Forbidden"
+    default_code = "forbidden"
+
+
+class NotFound(SlotwardError):
+    status = 404
+    title = "Not found"
+    default_code = "not_found"
+
+
+class Conflict(SlotwardError):
+    status = 409
+    title = "Conflict"
+    default_code = "conflict"
+
+
+class SlotConflict(Conflict):
+    title = "Slot conflict"
+    default_code = "slot_conflict"
+
+
+class InProgress(Conflict):
+    title = "Request in progress"
+    default_code = "request_in_progress"
+    default_retryable = True

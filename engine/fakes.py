@@ -1,0 +1,247 @@
+"""In-memory implementations of the ports, for unit tests and for embedding.
+
+They keep the same contract as the SQL store: a unit of work rolls back unless
+committed, expired holds never block, lists are ordered by id.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import TracebackType
+from typing import TypeVar
+
+from slotward.engine.audit import GENESIS
+from slotward.engine.model import (
+    AuditEntry,
+    Hold,
+    HoldStatus,
+    LedgerRecord,
+    OutboxEvent,
+    Principal,
+)
+from slotward.engine.ports import UnitOfWork
+
+__all__ = ["InMemoryStore", "InMemoryUnitOfWork", "SequentialIds", "State"]
+
+T = TypeVar("T")
+
+
+@dataclass
+class State:
+    holds: dict[tuple[str, str], Hold] = field(default_factory=dict)
+    ledger: dict[tuple[str, str], LedgerRecord] = field(default_factory=dict)
+    emails: dict[tuple[str, str], str] = field(default_factory=dict)
+    attendees: dict[tuple[str, str], str | None] = field(default_factory=dict)
+    audit: dict[str, list[AuditEntry]] = field(default_factory=dict)
+    outbox: list[OutboxEvent] = field(default_factory=list)
+    keys: dict[str, Principal] = field(default_factory=dict)
+
+
+class _Holds:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def get(self, tenant: str, hold_id: str) -> Hold | None:
+        return self._state().holds.get((tenant, hold_id))
+
+    def _of(self, tenant: str) -> list[Hold]:
+        return sorted((h for (t, _), h in self._state().holds.items() if t == tenant), key=_id)
+
+    def find_live_intent(
+        self, tenant: str, workflow_id: str, intent_fp: str, now: datetime
+    ) -> Hold | None:
+        for hold in self._of(tenant):
+            same = hold.workflow_id == workflow_id and hold.intent_fp == intent_fp
+            if same and hold.blocks_at(now):
+                return hold
+        return None
+
+    def blocking(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[Hold]:
+        wanted = set(attendees)
+        return [
+            h
+            for h in self._of(tenant)
+            if h.blocks_at(now) and h.start < end and h.end > start and wanted & set(h.attendees)
+        ]
+
+    def add(self, hold: Hold) -> None:
+        self._state().holds[(hold.tenant, hold.id)] = hold
+
+    def save(self, hold: Hold) -> None:
+        self._state().holds[(hold.tenant, hold.id)] = hold
+
+    def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
+        due = [
+            h
+            for h in self._state().holds.values()
+            if h.status is HoldStatus.HELD and h.expires_at <= now
+        ]
+        return sorted(due, key=_id)[:limit]
+
+    def search(
+        self,
+        tenant: str,
+        *,
+        workflow_id: str | None,
+        statuses: Collection[HoldStatus] | None,
+        attendee: str | None,
+        after_id: str | None,
+        limit: int,
+        now: datetime,
+    ) -> list[Hold]:
+        found = (
+            h
+            for h in self._of(tenant)
+            if (workflow_id is None or h.workflow_id == workflow_id)
+            and (statuses is None or h.status_at(now) in statuses)
+            and (attendee is None or attendee in h.attendees)
+            and (after_id is None or h.id > after_id)
+        )
+        return list(itertools.islice(found, limit))
+
+
+def _id(hold: Hold) -> str:
+    return hold.id
+
+
+class _Ledger:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def get(self, tenant: str, key: str) -> LedgerRecord | None:
+        return self._state().ledger.get((tenant, key))
+
+    def add(self, record: LedgerRecord) -> None:
+        ledger = self._state().ledger
+        if (record.tenant, record.key) in ledger:
+            raise KeyError(f"duplicate ledger key {record.key}")
+        ledger[(record.tenant, record.key)] = record
+
+
+class _Directory:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def lookup(
+        self, tenant: str, emails: Collection[str], ids: Collection[str]
+    ) -> tuple[dict[str, str], set[str]]:
+        state = self._state()
+        found = {e: state.emails[(tenant, e)] for e in emails if (tenant, e) in state.emails}
+        return found, {i for i in ids if (tenant, i) in state.attendees}
+
+    def register(self, tenant: str, pairs: Sequence[tuple[str, str]], now: datetime) -> None:
+        state = self._state()
+        for attendee_id, email in pairs:
+            state.attendees.setdefault((tenant, attendee_id), None)
+            state.emails.setdefault((tenant, email), attendee_id)
+
+    def put(
+        self, tenant: str, attendee_id: str, name: str | None, emails: Sequence[str], now: datetime
+    ) -> None:
+        state = self._state()
+        state.attendees[(tenant, attendee_id)] = name
+        for email in emails:
+            state.emails[(tenant, email)] = attendee_id
+
+
+class _Audit:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def head(self, tenant: str) -> tuple[int, str]:
+        chain = self._state().audit.get(tenant, [])
+        return (chain[-1].seq, chain[-1].hash) if chain else (0, GENESIS)
+
+    def append(self, entry: AuditEntry) -> None:
+        self._state().audit.setdefault(entry.tenant, []).append(entry)
+
+    def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
+        chain = self._state().audit.get(tenant, [])
+        return [e for e in chain if e.seq > after_seq][:limit]
+
+
+class _Outbox:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def add(self, event: OutboxEvent) -> None:
+        self._state().outbox.append(event)
+
+
+class _Keys:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def find(self, key_hash: str) -> Principal | None:
+        return self._state().keys.get(key_hash)
+
+    def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None:
+        self._state().keys[key_hash] = principal
+
+
+class InMemoryUnitOfWork:
+    """A transaction over :class:`State`: a working copy, swapped in on commit."""
+
+    def __init__(self, state: State) -> None:
+        self.committed = state
+        self._work: State | None = None
+        self.holds = _Holds(self._current)
+        self.ledger = _Ledger(self._current)
+        self.directory = _Directory(self._current)
+        self.audit = _Audit(self._current)
+        self.outbox = _Outbox(self._current)
+        self.keys = _Keys(self._current)
+
+    def _current(self) -> State:
+        if self._work is None:
+            raise RuntimeError("use the unit of work inside 'with uow:'")
+        return self._work
+
+    def __enter__(self) -> InMemoryUnitOfWork:
+        self._work = copy.deepcopy(self.committed)
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._work = None
+
+    def commit(self) -> None:
+        work = self._current()
+        for name in vars(work):
+            setattr(self.committed, name, getattr(work, name))
+
+
+class InMemoryStore:
+    """Runs use cases one at a time against one shared :class:`State`."""
+
+    def __init__(self) -> None:
+        self.state = State()
+
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        return fn(InMemoryUnitOfWork(self.state))
+
+    async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
+        return fn(InMemoryUnitOfWork(self.state))
+
+    async def close(self) -> None:
+        return None
+
+
+class SequentialIds:
+    """Predictable ids for tests: ``hold_000001``, ``evt_000002`` ..."""
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(1)
+
+    def new_id(self, prefix: str) -> str:
+        return f"{prefix}_{next(self._counter):06d}"

@@ -1,0 +1,136 @@
+"""Use cases after placement: commit, release (the compensation) and expiry."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from slotward.engine.documents import encode, hold_document
+from slotward.engine.effects import audit, emit
+from slotward.engine.errors import Conflict, Forbidden, NotFound
+from slotward.engine.fingerprint import child_key
+from slotward.engine.holds import Commit, Event, Expire, Release, apply
+from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
+from slotward.engine.placing import replay_record
+from slotward.engine.policy import Policy
+from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
+
+__all__ = ["HoldAction", "commit_hold", "expire_due", "release_hold"]
+
+
+@dataclass(frozen=True)
+class HoldAction:
+    """A commit or release call on one hold."""
+
+    principal: Principal
+    hold_id: str
+    token: int | None = None
+    client_key: str | None = None
+
+
+def _load(uow: UnitOfWork, action: HoldAction) -> Hold:
+    hold = uow.holds.get(action.principal.tenant, action.hold_id)
+    if hold is None:
+        raise NotFound(f"no hold {action.hold_id!r}", code="hold_not_found")
+    return hold
+
+
+def _owner_only(hold: Hold, principal: Principal, *, admin_too: bool) -> None:
+    if hold.agent_id == principal.agent_id or (admin_too and principal.role == "admin"):
+        return
+    raise Forbidden("only the agent that placed the hold may do this", code="not_hold_owner")
+
+
+def commit_hold(
+    uow: UnitOfWork, action: HoldAction, policy: Policy, clock: Clock, ids: IdGenerator
+) -> Reply:
+    """Commit a held (or expired but still free) hold; replay a repeated commit."""
+    now = clock.now()
+    with uow:
+        hold = _load(uow, action)
+        _owner_only(hold, action.principal, admin_too=False)
+        derived = child_key(hold.key, "commit")
+        record = uow.ledger.get(hold.tenant, action.client_key or derived)
+        if record is not None:
+            return replay_record(record, derived)
+        moved, _ = apply(hold, Commit(action.token if action.token is not None else -1), now)
+        if hold.status_at(now) is HoldStatus.EXPIRED:
+            _still_free(uow, hold, now)
+        return _finish(
+            uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
+        )
+
+
+def release_hold(
+    uow: UnitOfWork, action: HoldAction, policy: Policy, clock: Clock, ids: IdGenerator
+) -> Reply:
+    """Release a hold; a hold already expired or preempted answers as it is."""
+    now = clock.now()
+    with uow:
+        hold = _load(uow, action)
+        _owner_only(hold, action.principal, admin_too=True)
+        derived = child_key(hold.key, "release")
+        record = uow.ledger.get(hold.tenant, action.client_key or derived)
+        if record is not None:
+            return replay_record(record, derived)
+        moved, changed = apply(hold, Release(), now)
+        if not changed:
+            return _answer(uow, action, moved, derived, policy, now)
+        return _finish(
+            uow, action, moved, "hold.release", "hold.released", derived, policy, now, ids
+        )
+
+
+def _still_free(uow: UnitOfWork, hold: Hold, now: datetime) -> None:
+    others = uow.holds.blocking(hold.tenant, hold.attendees, hold.start, hold.end, now)
+    if any(o.id != hold.id and o.blocks_at(now) for o in others):
+        raise Conflict("the hold expired and its slot has been taken since", code="hold_expired")
+
+
+def _finish(
+    uow: UnitOfWork,
+    action: HoldAction,
+    moved: Hold,
+    audit_action: str,
+    event: str,
+    derived: str,
+    policy: Policy,
+    now: datetime,
+    ids: IdGenerator,
+) -> Reply:
+    uow.holds.save(moved)
+    key = action.client_key or derived
+    audit(uow, moved.tenant, action.principal.agent_id, now, audit_action, key, moved.id, "fresh")
+    emit(uow, ids, moved, event, now)
+    return _answer(uow, action, moved, derived, policy, now)
+
+
+def _answer(
+    uow: UnitOfWork, action: HoldAction, hold: Hold, derived: str, policy: Policy, now: datetime
+) -> Reply:
+    key = action.client_key or derived
+    body = encode(hold_document(hold, now))
+    uow.ledger.add(
+        LedgerRecord(
+            hold.tenant, key, derived, "succeeded", 200, body, now, now + policy.retention, hold.id
+        )
+    )
+    uow.commit()
+    return Reply(200, body, key, False, hold.id)
+
+
+def expire_due(uow: UnitOfWork, clock: Clock, ids: IdGenerator, limit: int = 500) -> int:
+    """Mark held holds past their expiry as expired (the sweeper); return how many."""
+    now = clock.now()
+    with uow:
+        due = uow.holds.due_for_expiry(now, limit)
+        for hold in due:
+            moved, _ = apply(hold, _EXPIRE, now)
+            uow.holds.save(moved)
+            audit(uow, hold.tenant, "system", now, "hold.expire", None, hold.id, "expired")
+            emit(uow, ids, moved, "hold.expired", now)
+        uow.commit()
+        return len(due)
+
+
+_EXPIRE: Event = Expire()

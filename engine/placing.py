@@ -1,0 +1,264 @@
+"""Use case: place a hold (the ``create_calendar_hold`` tool).
+
+Everything happens in one transaction: the replay checks, the conflict
+decision, the preemptions, the new hold, its idempotency record with the
+stored answer, the audit entries and the outbox events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from slotward.engine import conflicts
+from slotward.engine.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
+from slotward.engine.documents import encode, hold_document
+from slotward.engine.effects import audit, emit
+from slotward.engine.errors import SlotConflict, ValidationFailed
+from slotward.engine.fingerprint import derive_key, hold_intent, intent_fingerprint
+from slotward.engine.holds import Preempt, apply
+from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
+from slotward.engine.policy import Policy
+from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
+from slotward.engine.timenorm import Interval, format_instant
+
+__all__ = ["HoldRequest", "lookup_replay", "place_hold"]
+
+TOOL = "create_calendar_hold"
+
+
+@dataclass(frozen=True)
+class HoldRequest:
+    """A validated create call; attendees are parsed but not yet resolved."""
+
+    principal: Principal
+    workflow_id: str
+    step: int | None
+    attendees: tuple[AttendeeRef, ...]
+    interval: Interval
+    title: str
+    description: str | None
+    priority: int
+    ttl_seconds: int
+    client_key: str | None = None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    resolved: ResolvedAttendees
+    key: str
+    fingerprint: str
+    intent_fp: str
+
+
+def _prepare(uow: UnitOfWork, req: HoldRequest, policy: Policy) -> _Prepared:
+    tenant = req.principal.tenant
+    emails = [a.value for a in req.attendees if a.kind == "email"]
+    ids = [a.value for a in req.attendees if a.kind == "id"]
+    directory, known = uow.directory.lookup(tenant, emails, ids)
+    resolved = resolve_attendees(
+        tenant,
+        req.attendees,
+        directory=directory,
+        known_ids=known,
+        allow_unknown=policy.allow_unknown_attendees,
+    )
+    intent = hold_intent(resolved.ids, req.interval)
+    derived = derive_key(
+        tenant=tenant, workflow=req.workflow_id, tool=TOOL, intent=intent, step=req.step
+    )
+    return _Prepared(
+        resolved=resolved,
+        key=req.client_key or derived,
+        fingerprint=derived,
+        intent_fp=intent_fingerprint(tenant=tenant, tool=TOOL, intent=intent),
+    )
+
+
+def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -> Reply | None:
+    tenant = req.principal.tenant
+    record = uow.ledger.get(tenant, prep.key)
+    if record is not None:
+        return replay_record(record, prep.fingerprint)
+    live = uow.holds.find_live_intent(tenant, req.workflow_id, prep.intent_fp, now)
+    if live is None:
+        return None
+    first = uow.ledger.get(tenant, live.key)
+    if first is None:  # cannot happen: a hold is written with its record
+        return None
+    return Reply(first.status_code, first.body, first.key, True, first.hold_id)
+
+
+def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:
+    """The stored first answer, or 422 when a client key is reused for another call."""
+    if record.fingerprint != fingerprint:
+        raise ValidationFailed(
+            "this Idempotency-Key was already used for a different request",
+            code="idempotency_key_reused",
+        )
+    return Reply(record.status_code, record.body, record.key, True, record.hold_id)
+
+
+def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock) -> Reply | None:
+    """Read-only fast path: the stored answer for this call, if there is one."""
+    with uow:
+        return _replay(uow, req, _prepare(uow, req, policy), clock.now())
+
+
+def place_hold(
+    uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock, ids: IdGenerator
+) -> Reply:
+    """Place a hold, replay the first answer, or raise a 4xx :class:`SlotwardError`."""
+    now = clock.now()
+    with uow:
+        prep = _prepare(uow, req, policy)
+        replay = _replay(uow, req, prep, now)
+        if replay is not None:
+            return replay
+        _check_window(req.interval, now, policy.max_hold)
+        claim = conflicts.Claim(
+            prep.resolved.ids,
+            req.interval.start,
+            req.interval.end,
+            req.priority,
+            prep.intent_fp,
+        )
+        tenant = req.principal.tenant
+        blockers = uow.holds.blocking(tenant, claim.attendees, claim.start, claim.end, now)
+        decision = conflicts.decide(claim, blockers, now)
+        if isinstance(decision, conflicts.Blocked):
+            error = _conflict_error(uow, req, prep, decision, now, policy)
+            audit(
+                uow,
+                req.principal.tenant,
+                req.principal.agent_id,
+                now,
+                "hold.create",
+                prep.key,
+                None,
+                "conflict",
+            )
+            uow.commit()
+            raise error
+        hold_id = ids.new_id("hold")
+        if isinstance(decision, conflicts.Preempt):
+            _preempt(uow, req.principal, decision.losers, hold_id, now, ids)
+        uow.directory.register(tenant, prep.resolved.new, now)
+        seq = audit(
+            uow,
+            req.principal.tenant,
+            req.principal.agent_id,
+            now,
+            "hold.create",
+            prep.key,
+            hold_id,
+            "fresh",
+        )
+        hold = _new_hold(req, prep, hold_id, seq, now)
+        uow.holds.add(hold)
+        body = encode(hold_document(hold, now))
+        uow.ledger.add(
+            LedgerRecord(
+                tenant, prep.key, prep.fingerprint, "succeeded", 201, body, now,
+                now + policy.retention, hold.id,
+            )
+        )  # fmt: skip
+        emit(uow, ids, hold, "hold.created", now)
+        uow.commit()
+        return Reply(201, body, prep.key, False, hold.id)
+
+
+def _check_window(interval: Interval, now: datetime, max_hold: timedelta) -> None:
+    if interval.start < now:
+        raise ValidationFailed(
+            f"start {format_instant(interval.start)} is in the past",
+            code="start_in_past",
+            extra={"field": "start"},
+        )
+    if interval.end - interval.start > max_hold:
+        hours = max_hold.total_seconds() / 3600
+        raise ValidationFailed(
+            f"a hold may last at most {hours:g} hours", code="hold_too_long", extra={"field": "end"}
+        )
+
+
+def _new_hold(req: HoldRequest, prep: _Prepared, hold_id: str, seq: int, now: datetime) -> Hold:
+    return Hold(
+        id=hold_id,
+        key=prep.key,
+        tenant=req.principal.tenant,
+        workflow_id=req.workflow_id,
+        agent_id=req.principal.agent_id,
+        attendees=prep.resolved.ids,
+        start=req.interval.start,
+        end=req.interval.end,
+        title=req.title,
+        description=req.description,
+        priority=req.priority,
+        status=HoldStatus.HELD,
+        expires_at=now + timedelta(seconds=req.ttl_seconds),
+        token=1,
+        intent_fp=prep.intent_fp,
+        created_at=now,
+        updated_at=now,
+        audit_seq=seq,
+    )
+
+
+def _preempt(
+    uow: UnitOfWork,
+    principal: Principal,
+    losers: tuple[Hold, ...],
+    winner_id: str,
+    now: datetime,
+    ids: IdGenerator,
+) -> None:
+    for loser in losers:
+        moved, _ = apply(loser, Preempt(winner_id), now)
+        uow.holds.save(moved)
+        audit(
+            uow,
+            principal.tenant,
+            principal.agent_id,
+            now,
+            "hold.preempt",
+            loser.key,
+            loser.id,
+            "preempted",
+        )
+        emit(uow, ids, moved, "hold.preempted", now, {"preempted_by": winner_id})
+
+
+def _conflict_error(
+    uow: UnitOfWork,
+    req: HoldRequest,
+    prep: _Prepared,
+    decision: conflicts.Blocked,
+    now: datetime,
+    policy: Policy,
+) -> SlotConflict:
+    interval = req.interval
+    lo, hi = interval.start - policy.max_window, interval.end + policy.max_window
+    busy = uow.holds.blocking(req.principal.tenant, prep.resolved.ids, lo, hi, now)
+    alternatives = conflicts.find_alternatives(
+        [(h.start, h.end) for h in busy if h.blocks_at(now)],
+        start=interval.start,
+        duration=interval.end - interval.start,
+        now=now,
+        count=policy.alternatives,
+        horizon=policy.max_window,
+    )
+    kinds = sorted({c["kind"] for c in decision.conflicts})
+    error = SlotConflict(
+        f"the slot is taken ({', '.join(kinds)}) for at least one attendee",
+        retryable=decision.retry_after is not None,
+        retry_after=decision.retry_after,
+        extra={
+            "conflicts": list(decision.conflicts),
+            "alternatives": [
+                {"start": format_instant(s), "end": format_instant(e)} for s, e in alternatives
+            ],
+        },
+    )
+    error.idempotency_key = prep.key
+    return error

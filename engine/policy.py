@@ -1,0 +1,21 @@
+"""Rules a deployment may tune; the defaults are DESIGN's."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from slotward.engine.fingerprint import DEFAULT_THOUGHT_FIELDS
+
+__all__ = ["Policy"]
+
+
+@dataclass(frozen=True)
+class Policy:
+    allow_unknown_attendees: bool = True
+    max_hold: timedelta = timedelta(hours=24)
+    retention: timedelta = timedelta(hours=72)
+    default_ttl_seconds: int = 300
+    alternatives: int = 3
+    thought_fields: frozenset[str] = DEFAULT_THOUGHT_FIELDS
+    max_window: timedelta = timedelta(days=14)

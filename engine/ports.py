@@ -1,0 +1,175 @@
+"""Ports: what the engine needs from the outside world, as protocols.
+
+Use cases are plain synchronous functions over a :class:`UnitOfWork`. The store
+runs a whole use case in one go (on SQLite: one hop to its writer thread; on a
+server database: one connection), so a transaction costs one thread hop, not
+one per statement. ``async`` lives only at the :class:`Store` boundary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Protocol, TypeVar
+
+from slotward.engine.model import (
+    AuditEntry,
+    Hold,
+    HoldStatus,
+    LedgerRecord,
+    OutboxEvent,
+    Principal,
+)
+
+__all__ = [
+    "ApiKeys",
+    "AuditLog",
+    "Clock",
+    "Directory",
+    "HoldRepository",
+    "IdGenerator",
+    "Ledger",
+    "Outbox",
+    "Store",
+    "UnitOfWork",
+]
+
+T = TypeVar("T")
+
+
+class Clock(Protocol):
+    def now(self) -> datetime:
+        """The current instant, timezone-aware UTC."""
+        ...
+
+
+class IdGenerator(Protocol):
+    def new_id(self, prefix: str) -> str:
+        """A new unique, roughly time-ordered id such as ``hold_...``."""
+        ...
+
+
+class HoldRepository(Protocol):
+    def get(self, tenant: str, hold_id: str) -> Hold | None: ...
+
+    def find_live_intent(
+        self, tenant: str, workflow_id: str, intent_fp: str, now: datetime
+    ) -> Hold | None:
+        """A held (unexpired) or committed hold of this workflow with this intent."""
+        ...
+
+    def blocking(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[Hold]:
+        """Unexpired held and committed holds of any attendee overlapping [start, end)."""
+        ...
+
+    def add(self, hold: Hold) -> None: ...
+
+    def save(self, hold: Hold) -> None:
+        """Write back a hold's mutable fields (status, token, times, preempted_by)."""
+        ...
+
+    def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]: ...
+
+    def search(
+        self,
+        tenant: str,
+        *,
+        workflow_id: str | None,
+        statuses: Collection[HoldStatus] | None,
+        attendee: str | None,
+        after_id: str | None,
+        limit: int,
+        now: datetime,
+    ) -> list[Hold]: ...
+
+
+class Ledger(Protocol):
+    def get(self, tenant: str, key: str) -> LedgerRecord | None: ...
+
+    def add(self, record: LedgerRecord) -> None: ...
+
+
+class Directory(Protocol):
+    def lookup(
+        self, tenant: str, emails: Collection[str], ids: Collection[str]
+    ) -> tuple[dict[str, str], set[str]]:
+        """Map the known emails to attendee ids, and tell which of ``ids`` exist."""
+        ...
+
+    def register(self, tenant: str, pairs: Sequence[tuple[str, str]], now: datetime) -> None:
+        """Add attendees ``(id, email)`` first seen now; existing ones are kept."""
+        ...
+
+    def put(
+        self, tenant: str, attendee_id: str, name: str | None, emails: Sequence[str], now: datetime
+    ) -> None:
+        """Create or update an attendee and point each email (alias) at it."""
+        ...
+
+
+class AuditLog(Protocol):
+    def head(self, tenant: str) -> tuple[int, str]:
+        """The last ``(seq, hash)`` of the tenant's chain; ``(0, GENESIS)`` when empty."""
+        ...
+
+    def append(self, entry: AuditEntry) -> None: ...
+
+    def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]: ...
+
+
+class Outbox(Protocol):
+    def add(self, event: OutboxEvent) -> None: ...
+
+
+class ApiKeys(Protocol):
+    def find(self, key_hash: str) -> Principal | None:
+        """The principal of an unrevoked key with this hash."""
+        ...
+
+    def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None: ...
+
+
+class UnitOfWork(Protocol):
+    """One transaction. ``with uow:`` begins it; leaving without ``commit()`` rolls back."""
+
+    @property
+    def holds(self) -> HoldRepository: ...
+
+    @property
+    def ledger(self) -> Ledger: ...
+
+    @property
+    def directory(self) -> Directory: ...
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+    @property
+    def outbox(self) -> Outbox: ...
+
+    @property
+    def keys(self) -> ApiKeys: ...
+
+    def __enter__(self) -> UnitOfWork: ...
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None: ...
+
+    def commit(self) -> None: ...
+
+
+class Store(Protocol):
+    """Runs use cases: each call is one transaction, run in one hop."""
+
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T: ...
+
+    async def read(self, fn: Callable[[UnitOfWork], T]) -> T: ...
+
+    async def close(self) -> None: ...

@@ -1,0 +1,21 @@
+"""Instants in the store: integer microseconds since the epoch, UTC."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+__all__ = ["from_us", "opt_from_us", "to_us"]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def to_us(instant: datetime) -> int:
+    return (instant - _EPOCH) // timedelta(microseconds=1)
+
+
+def from_us(micros: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=micros)
+
+
+def opt_from_us(micros: int | None) -> datetime | None:
+    return None if micros is None else from_us(micros)

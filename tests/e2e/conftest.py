@@ -1,0 +1,170 @@
+"""A real slotward HTTP server on a real SQLite file, with a clock tests move.
+
+The app is the production one (``bootstrap`` + ``build_app``); only the clock
+is replaced, so expiry is tested by advancing time, never by sleeping. The
+sweeper is off so tests decide when it runs (``sweep``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+
+from slotward.api.app import bootstrap, build_app
+from slotward.api.auth import create_key
+from slotward.api.config import Config
+from slotward.api.context import Services
+from slotward.api.sweeper import sweep_once
+from slotward.engine.clock import FixedClock
+from slotward.engine.model import Principal, Role
+
+START = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: dict[str, str]
+    body: bytes
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.body)
+
+    @property
+    def replayed(self) -> bool:
+        return self.headers.get("Idempotent-Replayed") == "true"
+
+    @property
+    def key(self) -> str | None:
+        return self.headers.get("Idempotency-Key")
+
+
+class Client:
+    """One API key talking to the server over real HTTP."""
+
+    def __init__(self, session: aiohttp.ClientSession, base: str, secret: str | None) -> None:
+        self._session = session
+        self._base = base
+        self.secret = secret
+
+    def _headers(self, extra: dict[str, str] | None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.secret}"} if self.secret else {}
+        return {**headers, **(extra or {})}
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        *,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Answer:
+        data = raw if raw is not None else (None if body is None else json.dumps(body).encode())
+        async with self._session.request(
+            method, self._base + path, data=data, headers=self._headers(headers)
+        ) as resp:
+            return Answer(resp.status, dict(resp.headers), await resp.read())
+
+    async def post(self, path: str, body: Any = None, **kw: Any) -> Answer:
+        return await self.request("POST", path, body, **kw)
+
+    async def get(self, path: str, **kw: Any) -> Answer:
+        return await self.request("GET", path, **kw)
+
+    async def create(self, body: dict[str, Any], **kw: Any) -> Answer:
+        return await self.post("/v1/holds", body, **kw)
+
+    async def commit(self, hold_id: str, token: int, **kw: Any) -> Answer:
+        return await self.post(f"/v1/holds/{hold_id}/commit", {"token": token}, **kw)
+
+    async def release(self, hold_id: str, **kw: Any) -> Answer:
+        return await self.post(f"/v1/holds/{hold_id}/release", **kw)
+
+
+@dataclass
+class Server:
+    services: Services
+    clock: FixedClock
+    db_path: Path
+    base: str
+    session: aiohttp.ClientSession
+
+    async def key(
+        self, tenant: str = "acme", agent: str = "agent-a", role: Role = "agent", priority: int = 50
+    ) -> Client:
+        principal = Principal(tenant, agent, role, priority)
+        made = await self.services.store.write(
+            lambda uow: create_key(uow, principal, self.clock, self.services.ids)
+        )
+        return Client(self.session, self.base, made.secret)
+
+    def anonymous(self) -> Client:
+        return Client(self.session, self.base, None)
+
+    async def sweep(self) -> int:
+        return await sweep_once(self.services)
+
+    def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        """Read the database file directly, as an operator would."""
+        with sqlite3.connect(self.db_path) as conn:
+            return conn.execute(query, params).fetchall()
+
+    def counts(self) -> dict[str, int]:
+        tables = ("holds", "ledger", "audit_log", "outbox", "hold_attendees", "attendees")
+        return {t: self.sql(f"SELECT count(*) FROM {t}")[0][0] for t in tables}
+
+    def overlapping_pairs(self) -> int:
+        """Pairs of live or committed holds of one attendee that overlap."""
+        now_us = int((self.clock.now() - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1e6)
+        live = "(h.status = 'committed' OR (h.status = 'held' AND h.expires_us > :now))"
+        query = f"""
+            SELECT count(*) FROM hold_attendees a
+            JOIN hold_attendees b ON a.tenant = b.tenant AND a.attendee = b.attendee
+                 AND a.hold_id < b.hold_id AND a.start_us < b.end_us AND b.start_us < a.end_us
+            JOIN holds ha ON ha.id = a.hold_id JOIN holds hb ON hb.id = b.hold_id
+            WHERE {live.replace("h.", "ha.")} AND {live.replace("h.", "hb.")}
+        """
+        with sqlite3.connect(self.db_path) as conn:
+            return int(conn.execute(query, {"now": now_us}).fetchone()[0])
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(START)
+
+
+@pytest.fixture
+async def server(tmp_path: Path, clock: FixedClock) -> AsyncIterator[Server]:
+    db_path = tmp_path / "slotward.db"
+    config = Config(db_url=f"sqlite+aiosqlite:///{db_path}")
+    services = bootstrap(config, clock=clock)
+    test_server = TestServer(build_app(services, config, sweep=False))
+    await test_server.start_server()
+    connector = aiohttp.TCPConnector(limit=200)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        base = str(test_server.make_url("")).rstrip("/")
+        yield Server(services, clock, db_path, base, session)
+    await test_server.close()
+
+
+@pytest.fixture
+def hold_body() -> Iterator[dict[str, Any]]:
+    yield {
+        "workflow_id": "wf-42",
+        "step": 3,
+        "attendees": ["alex@example.com"],
+        "start": "2030-10-14T14:00:00Z",
+        "duration_minutes": 30,
+        "title": "Strategy Sync with Alex",
+    }

@@ -1,0 +1,131 @@
+"""Guardrails: the rules of DESIGN section 1 and STYLE, checked mechanically."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+import pkgutil
+from pathlib import Path
+
+import pytest
+
+import slotward
+import slotward.engine
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCE_DIRS = ("engine", "adapters", "api")
+
+
+def _modules(folder: str) -> list[Path]:
+    return sorted((ROOT / folder).rglob("*.py"))
+
+
+def _imports(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    names: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def _calls(path: Path) -> set[str]:
+    """Dotted names of everything called or referenced as an attribute chain."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute):
+            parts = [node.attr]
+            value = node.value
+            while isinstance(value, ast.Attribute):
+                parts.append(value.attr)
+                value = value.value
+            if isinstance(value, ast.Name):
+                parts.append(value.id)
+            found.add(".".join(reversed(parts)))
+    return found
+
+
+@pytest.mark.parametrize("path", _modules("engine"), ids=lambda p: p.name)
+def test_engine_imports_no_io_framework(path: Path) -> None:
+    forbidden = ("aiohttp", "sqlalchemy", "alembic", "asyncio", "slotward.adapters", "slotward.api")
+    bad = {name for name in _imports(path) if name.split(".")[0] in forbidden or
+           any(name.startswith(f) for f in forbidden)}  # fmt: skip
+    assert not bad, f"{path.name} imports {bad}"
+    assert "os.environ" not in _calls(path)
+    assert "os" not in _imports(path)
+
+
+@pytest.mark.parametrize("path", _modules("adapters"), ids=lambda p: p.name)
+def test_adapters_do_not_import_the_api(path: Path) -> None:
+    assert not {n for n in _imports(path) if n.startswith("slotward.api")}
+
+
+def test_only_the_clock_reads_the_time() -> None:
+    clock = ROOT / "engine" / "clock.py"
+    readers = {"datetime.now", "datetime.utcnow", "datetime.datetime.now", "time.time",
+               "time.time_ns", "date.today"}  # fmt: skip
+    for folder in SOURCE_DIRS:
+        for path in _modules(folder):
+            if path != clock:
+                assert not readers & _calls(path), f"{path} reads the wall clock"
+
+
+def test_only_config_and_cli_read_the_environment() -> None:
+    allowed = {ROOT / "api" / "cli.py"}
+    for folder in SOURCE_DIRS:
+        for path in _modules(folder):
+            if path not in allowed:
+                assert "os.environ" not in _calls(path), f"{path} reads os.environ"
+                assert "os.getenv" not in _calls(path), f"{path} reads the environment"
+
+
+def test_no_module_is_past_four_hundred_lines() -> None:
+    for folder in SOURCE_DIRS:
+        for path in _modules(folder):
+            lines = len(path.read_text().splitlines())
+            assert lines <= 400, f"{path} has {lines} lines: split it"
+
+
+def _all_modules() -> list[str]:
+    names = []
+    for info in pkgutil.walk_packages(slotward.__path__, "slotward."):
+        if ".migrations" not in info.name:
+            names.append(info.name)
+    return names
+
+
+@pytest.mark.parametrize("name", _all_modules())
+def test_every_module_declares_a_resolvable_all(name: str) -> None:
+    module = importlib.import_module(name)
+    if not hasattr(module, "__all__"):
+        assert name.count(".") == 1 or module.__file__.endswith("__init__.py"), (
+            f"{name} has no __all__"
+        )
+        return
+    for exported in module.__all__:
+        assert hasattr(module, exported), f"{name}.__all__ names missing {exported}"
+
+
+def test_the_engine_public_api_is_pinned() -> None:
+    assert sorted(slotward.engine.__all__) == [
+        "BodyTooLarge", "Clock", "Conflict", "FixedClock", "Forbidden", "Hold", "HoldAction",
+        "HoldRequest", "HoldStatus", "IdGenerator", "InMemoryStore", "InMemoryUnitOfWork",
+        "InProgress", "InvalidRequest", "LedgerRecord", "MalformedBody", "NotFound", "Policy",
+        "Principal", "Reply", "SequentialIds", "SlotConflict", "SlotwardError", "Store",
+        "SystemClock", "TimeOrderedIds", "Unauthenticated", "UnitOfWork", "ValidationFailed",
+        "commit_hold", "expire_due", "lookup_replay", "place_hold", "release_hold",
+    ]  # fmt: skip
+
+
+def test_errors_become_responses_in_one_place() -> None:
+    """Only api/problems.py builds problem+json; handlers raise SlotwardError."""
+    for path in _modules("api"):
+        if path.name not in ("problems.py", "openapi.py"):  # openapi.py only documents it
+            tree = ast.parse(path.read_text())
+            literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
+            assert "application/problem+json" not in literals, f"{path} builds problems itself"
+            if path.name != "app.py":  # app.py installs the middleware
+                assert "slotward.api.problems" not in _imports(path), f"{path} builds problems"

@@ -1,0 +1,115 @@
+"""The commands a newcomer runs: keys create, migrate, serve (as make run does)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+SLOTWARD = [sys.executable, "-m", "slotward.api.cli"]
+
+
+def _run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _call(url: str, body: Any, key: str) -> tuple[int, dict[str, str], bytes]:
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Authorization": f"Bearer {key}"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=10) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    db = tmp_path / "cli.db"
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "SLOTWARD_SWEEP_INTERVAL": "0.5"},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # wait until it listens (readiness, not a timing assertion)
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=1).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"server did not start: {proc.stdout}") from None
+                time.sleep(0.1)
+        yield base, db
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def test_keys_create_prints_the_key_last_and_migrate_is_idempotent(tmp_path: Path) -> None:
+    db = tmp_path / "keys.db"
+    made = _run(db, "keys", "create", "--tenant", "acme", "--agent", "bot", "--role", "admin")
+    assert made.returncode == 0, made.stderr
+    key = made.stdout.strip().splitlines()[-1]
+    assert key.startswith("sw_")
+    assert key not in db.read_bytes().decode("latin-1")  # stored hashed, never in clear
+    for _ in range(2):
+        migrated = _run(db, "migrate")
+        assert migrated.returncode == 0, migrated.stderr
+
+
+def test_bad_role_is_a_clear_error(tmp_path: Path) -> None:
+    made = _run(tmp_path / "x.db", "keys", "create", "--tenant", "a", "--agent", "b", "--role", "x")
+    assert made.returncode == 2
+    assert "invalid choice" in made.stderr
+
+
+def test_served_process_places_and_replays_a_hold(served: tuple[str, Path]) -> None:
+    base, db = served
+    made = _run(db, "keys", "create", "--tenant", "acme", "--agent", "bot")
+    key = made.stdout.strip().splitlines()[-1]
+    body = {
+        "workflow_id": "wf-cli",
+        "attendees": ["alex@example.com"],
+        "start": "2099-10-14T14:00:00Z",
+        "duration_minutes": 30,
+    }
+    status, headers, first = _call(f"{base}/v1/holds", body, key)
+    assert status == 201
+    assert headers["Idempotent-Replayed"] == "false"
+    status, headers, again = _call(f"{base}/v1/holds", body, key)
+    assert status == 201
+    assert headers["Idempotent-Replayed"] == "true"
+    assert again == first
+    with urllib.request.urlopen(f"{base}/openapi.json", timeout=10) as resp:
+        assert json.load(resp)["openapi"] == "3.1.0"

@@ -12,6 +12,7 @@ from slotward.engine.errors import (
     SlotConflict,
     SlotwardError,
     Unauthenticated,
+    Unavailable,
     ValidationFailed,
 )
 from slotward.engine.fakes import InMemoryStore, InMemoryUnitOfWork, SequentialIds
@@ -49,6 +50,7 @@ __all__ = [
     "SystemClock",
     "TimeOrderedIds",
     "Unauthenticated",
+    "Unavailable",
     "UnitOfWork",
     "ValidationFailed",
     "commit_hold",

@@ -8,9 +8,10 @@
     ├── Unauthenticated           401
     ├── Forbidden                 403
     ├── NotFound                  404 (also for another tenant's objects)
-    └── Conflict                  409: the state of the world disagrees
-        ├── SlotConflict          409 slot_conflict, with conflicts and alternatives
-        └── InProgress            409 request_in_progress, retryable
+    ├── Conflict                  409: the state of the world disagrees
+    │   ├── SlotConflict          409 slot_conflict, with conflicts and alternatives
+    │   └── InProgress            409 request_in_progress, retryable
+    └── Unavailable               503: the store could not be reached in time, retryable
 
 Each error carries a stable ``code`` (the contract with clients), whether the
 same call may succeed later (``retryable``), a human ``detail`` and optional
@@ -34,6 +35,7 @@ __all__ = [
     "SlotConflict",
     "SlotwardError",
     "Unauthenticated",
+    "Unavailable",
     "ValidationFailed",
 ]
 
@@ -122,4 +124,11 @@ class SlotConflict(Conflict):
 class InProgress(Conflict):
     title = "Request in progress"
     default_code = "request_in_progress"
+    default_retryable = True
+
+
+class Unavailable(SlotwardError):
+    status = 503
+    title = "Service unavailable"
+    default_code = "store_unavailable"
     default_retryable = True

@@ -75,7 +75,9 @@ def apply(hold: Hold, event: Event, now: datetime) -> tuple[Hold, bool]:
     Raises :class:`Conflict` with the stable code of the refusal (for example
     ``hold_preempted`` or ``token_mismatch``).
     """
-    seen = hold.status_at(now)
+    # Expiry acts on the stored status: the sweeper catches a held hold up with
+    # what readers already see. Everything else acts on what readers see.
+    seen = hold.status if isinstance(event, Expire) else hold.status_at(now)
     key = (seen, type(event))
     if key not in _TABLE:
         code, detail = _REFUSALS.get(seen, ("invalid_transition", "transition not allowed"))

@@ -55,6 +55,7 @@ def commit_hold(
             return replay_record(record, derived)
         moved, _ = apply(hold, Commit(action.token if action.token is not None else -1), now)
         if hold.status_at(now) is HoldStatus.EXPIRED:
+            _not_released(uow, hold)
             _still_free(uow, hold, now)
         return _finish(
             uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
@@ -79,6 +80,13 @@ def release_hold(
         return _finish(
             uow, action, moved, "hold.release", "hold.released", derived, policy, now, ids
         )
+
+
+def _not_released(uow: UnitOfWork, hold: Hold) -> None:
+    # Releasing an expired hold leaves it as it is, but the owner gave it up:
+    # a late commit must not bring it back.
+    if uow.ledger.get(hold.tenant, child_key(hold.key, "release")) is not None:
+        raise Conflict("the hold was released after it expired", code="hold_released")
 
 
 def _still_free(uow: UnitOfWork, hold: Hold, now: datetime) -> None:

@@ -21,11 +21,12 @@ from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
-from slotward.engine.errors import InvalidRequest
+from slotward.engine.errors import InvalidRequest, Unavailable
 from slotward.engine.ports import UnitOfWork
 
 __all__ = ["SqliteStore", "sqlite_path"]
@@ -61,6 +62,14 @@ def _engine(path: Path) -> Engine:
         cursor.close()
 
     return engine
+
+
+def _translated(fn: Callable[[UnitOfWork], T], uow: UnitOfWork) -> T:
+    try:
+        return fn(uow)
+    except OperationalError as exc:
+        # Locked past busy_timeout, disk full, file gone: the call may work later.
+        raise Unavailable(f"the database is unavailable: {exc.orig}", retry_after=1) from exc
 
 
 class SqliteStore:
@@ -105,10 +114,10 @@ class SqliteStore:
 
     def _run_write(self, fn: Callable[[UnitOfWork], T]) -> T:
         uow = SqlUnitOfWork(self._writer_conn(), self._max_hold, begin="BEGIN IMMEDIATE")
-        return fn(uow)
+        return _translated(fn, uow)
 
     def _run_read(self, fn: Callable[[UnitOfWork], T]) -> T:
-        return fn(SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
+        return _translated(fn, SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
 
     def run_write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` as a write transaction from synchronous code (CLI, tests)."""

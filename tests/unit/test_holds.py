@@ -223,14 +223,3 @@ def test_a_token_from_before_a_transition_is_stale() -> None:
     with pytest.raises(Conflict) as info:
         apply(released, Commit(TOKEN + 1), NOW)
     assert info.value.code == "hold_released"
-
-
-def test_apply_never_mutates_its_input() -> None:
-    hold = make_hold(H, NOW + timedelta(minutes=5))
-    before = replace(hold)
-    for event in EVENTS.values():
-        try:
-            apply(hold, event, NOW)
-        except Conflict:
-            pass
-    assert hold == before

@@ -32,9 +32,11 @@ def _responses(route: Route) -> dict[str, Any]:
     for status, shape in sorted(route.responses.items()):
         media = "application/json" if status < 400 else "application/problem+json"
         entry: dict[str, Any] = {"description": f"{status}"}
+        if shape is None and status >= 400:
+            shape = problem_shape
         if shape is not None:
             entry["content"] = {media: {"schema": _ref(shape)}}
-        if route.mutating and status < 500:
+        if route.mutating and (status < 300 or status == 409):
             entry["headers"] = _IDEMPOTENCY_HEADERS
         out[str(status)] = entry
     out["default"] = {

@@ -21,7 +21,8 @@ responses in exactly one place (api/problems.py).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "Unauthenticated",
     "Unavailable",
     "ValidationFailed",
+    "answering_for",
 ]
 
 
@@ -132,3 +134,14 @@ class Unavailable(SlotwardError):
     title = "Service unavailable"
     default_code = "store_unavailable"
     default_retryable = True
+
+
+@contextmanager
+def answering_for(key: str) -> Iterator[None]:
+    """Tag errors raised inside with the idempotency key of the call they answer."""
+    try:
+        yield
+    except SlotwardError as error:
+        if error.idempotency_key is None:
+            error.idempotency_key = key
+        raise

@@ -7,7 +7,7 @@ from datetime import datetime
 
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
-from slotward.engine.errors import Conflict, Forbidden, NotFound
+from slotward.engine.errors import Conflict, Forbidden, NotFound, answering_for
 from slotward.engine.fingerprint import child_key
 from slotward.engine.holds import Commit, Event, Expire, Release, apply
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
@@ -50,16 +50,18 @@ def commit_hold(
         hold = _load(uow, action)
         _owner_only(hold, action.principal, admin_too=False)
         derived = child_key(hold.key, "commit")
-        record = uow.ledger.get(hold.tenant, action.client_key or derived)
-        if record is not None:
-            return replay_record(record, derived)
-        moved, _ = apply(hold, Commit(action.token if action.token is not None else -1), now)
-        if hold.status_at(now) is HoldStatus.EXPIRED:
-            _not_released(uow, hold)
-            _still_free(uow, hold, now)
-        return _finish(
-            uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
-        )
+        with answering_for(action.client_key or derived):
+            record = uow.ledger.get(hold.tenant, action.client_key or derived)
+            if record is not None:
+                return replay_record(record, derived)
+            token = action.token if action.token is not None else -1
+            moved, _ = apply(hold, Commit(token), now)
+            if hold.status_at(now) is HoldStatus.EXPIRED:
+                _not_released(uow, hold)
+                _still_free(uow, hold, now)
+            return _finish(
+                uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
+            )
 
 
 def release_hold(
@@ -71,15 +73,16 @@ def release_hold(
         hold = _load(uow, action)
         _owner_only(hold, action.principal, admin_too=True)
         derived = child_key(hold.key, "release")
-        record = uow.ledger.get(hold.tenant, action.client_key or derived)
-        if record is not None:
-            return replay_record(record, derived)
-        moved, changed = apply(hold, Release(), now)
-        if not changed:
-            return _answer(uow, action, moved, derived, policy, now)
-        return _finish(
-            uow, action, moved, "hold.release", "hold.released", derived, policy, now, ids
-        )
+        with answering_for(action.client_key or derived):
+            record = uow.ledger.get(hold.tenant, action.client_key or derived)
+            if record is not None:
+                return replay_record(record, derived)
+            moved, changed = apply(hold, Release(), now)
+            if not changed:
+                return _answer(uow, action, moved, derived, policy, now)
+            return _finish(
+                uow, action, moved, "hold.release", "hold.released", derived, policy, now, ids
+            )
 
 
 def _not_released(uow: UnitOfWork, hold: Hold) -> None:

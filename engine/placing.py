@@ -14,7 +14,7 @@ from slotward.engine import conflicts
 from slotward.engine.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
-from slotward.engine.errors import SlotConflict, ValidationFailed
+from slotward.engine.errors import SlotConflict, ValidationFailed, answering_for
 from slotward.engine.fingerprint import derive_key, hold_intent, intent_fingerprint
 from slotward.engine.holds import Preempt, apply
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
@@ -112,60 +112,65 @@ def place_hold(
     now = clock.now()
     with uow:
         prep = _prepare(uow, req, policy)
-        replay = _replay(uow, req, prep, now)
-        if replay is not None:
-            return replay
-        _check_window(req.interval, now, policy.max_hold)
-        claim = conflicts.Claim(
-            prep.resolved.ids,
-            req.interval.start,
-            req.interval.end,
-            req.priority,
-            prep.intent_fp,
+        with answering_for(prep.key):
+            return _place(uow, req, prep, policy, now, ids)
+
+
+def _place(
+    uow: UnitOfWork,
+    req: HoldRequest,
+    prep: _Prepared,
+    policy: Policy,
+    now: datetime,
+    ids: IdGenerator,
+) -> Reply:
+    replay = _replay(uow, req, prep, now)
+    if replay is not None:
+        return replay
+    _check_window(req.interval, now, policy.max_hold)
+    principal = req.principal
+    claim = conflicts.Claim(
+        prep.resolved.ids, req.interval.start, req.interval.end, req.priority, prep.intent_fp
+    )
+    blockers = uow.holds.blocking(principal.tenant, claim.attendees, claim.start, claim.end, now)
+    decision = conflicts.decide(claim, blockers, now)
+    if isinstance(decision, conflicts.Blocked):
+        error = _conflict_error(uow, req, prep, decision, now, policy)
+        audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key, None,
+              "conflict")  # fmt: skip
+        uow.commit()  # the refusal is audited; nothing else of it is stored
+        raise error
+    hold_id = ids.new_id("hold")
+    if isinstance(decision, conflicts.Preempt):
+        _preempt(uow, principal, decision.losers, hold_id, now, ids)
+    return _create(uow, req, prep, hold_id, policy, now, ids)
+
+
+def _create(
+    uow: UnitOfWork,
+    req: HoldRequest,
+    prep: _Prepared,
+    hold_id: str,
+    policy: Policy,
+    now: datetime,
+    ids: IdGenerator,
+) -> Reply:
+    principal = req.principal
+    uow.directory.register(principal.tenant, prep.resolved.new, now)
+    seq = audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key,
+                hold_id, "fresh")  # fmt: skip
+    hold = _new_hold(req, prep, hold_id, seq, now)
+    uow.holds.add(hold)
+    body = encode(hold_document(hold, now))
+    uow.ledger.add(
+        LedgerRecord(
+            principal.tenant, prep.key, prep.fingerprint, "succeeded", 201, body, now,
+            now + policy.retention, hold.id,
         )
-        tenant = req.principal.tenant
-        blockers = uow.holds.blocking(tenant, claim.attendees, claim.start, claim.end, now)
-        decision = conflicts.decide(claim, blockers, now)
-        if isinstance(decision, conflicts.Blocked):
-            error = _conflict_error(uow, req, prep, decision, now, policy)
-            audit(
-                uow,
-                req.principal.tenant,
-                req.principal.agent_id,
-                now,
-                "hold.create",
-                prep.key,
-                None,
-                "conflict",
-            )
-            uow.commit()
-            raise error
-        hold_id = ids.new_id("hold")
-        if isinstance(decision, conflicts.Preempt):
-            _preempt(uow, req.principal, decision.losers, hold_id, now, ids)
-        uow.directory.register(tenant, prep.resolved.new, now)
-        seq = audit(
-            uow,
-            req.principal.tenant,
-            req.principal.agent_id,
-            now,
-            "hold.create",
-            prep.key,
-            hold_id,
-            "fresh",
-        )
-        hold = _new_hold(req, prep, hold_id, seq, now)
-        uow.holds.add(hold)
-        body = encode(hold_document(hold, now))
-        uow.ledger.add(
-            LedgerRecord(
-                tenant, prep.key, prep.fingerprint, "succeeded", 201, body, now,
-                now + policy.retention, hold.id,
-            )
-        )  # fmt: skip
-        emit(uow, ids, hold, "hold.created", now)
-        uow.commit()
-        return Reply(201, body, prep.key, False, hold.id)
+    )  # fmt: skip
+    emit(uow, ids, hold, "hold.created", now)
+    uow.commit()
+    return Reply(201, body, prep.key, False, hold.id)
 
 
 def _check_window(interval: Interval, now: datetime, max_hold: timedelta) -> None:
@@ -260,5 +265,4 @@ def _conflict_error(
             ],
         },
     )
-    error.idempotency_key = prep.key
     return error

@@ -169,6 +169,8 @@ def normalize_interval(
     """
     if timezone is not None and not isinstance(timezone, str):
         raise _unknown_timezone(timezone, "timezone")
+    if timezone is not None:
+        parse_timezone(timezone)  # a wrong name is an error even where offsets make it moot
     begin = parse_instant(start, timezone=timezone, field="start")
     given = [v is not None for v in (end, duration_minutes, duration)]
     if not any(given):

@@ -115,7 +115,8 @@ def test_the_engine_public_api_is_pinned() -> None:
         "HoldRequest", "HoldStatus", "IdGenerator", "InMemoryStore", "InMemoryUnitOfWork",
         "InProgress", "InvalidRequest", "LedgerRecord", "MalformedBody", "NotFound", "Policy",
         "Principal", "Reply", "SequentialIds", "SlotConflict", "SlotwardError", "Store",
-        "SystemClock", "TimeOrderedIds", "Unauthenticated", "UnitOfWork", "ValidationFailed",
+        "SystemClock", "TimeOrderedIds", "Unauthenticated", "Unavailable", "UnitOfWork",
+        "ValidationFailed",
         "commit_hold", "expire_due", "lookup_replay", "place_hold", "release_hold",
     ]  # fmt: skip
 

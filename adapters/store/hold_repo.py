@@ -98,9 +98,14 @@ class SqlHolds:
             )
             .distinct()
         )
+        ids = list(self._conn.execute(overlapping).scalars())
+        if not ids:
+            return []
+        # Two statements, so the holds are fetched by primary key: inside one,
+        # SQLite may prefer the status index and walk every live hold.
         q = (
             select(t.holds)
-            .where(t.holds.c.id.in_(overlapping), _blocking_clause(to_us(now)))
+            .where(t.holds.c.id.in_(ids), _blocking_clause(to_us(now)))
             .order_by(t.holds.c.start_us, t.holds.c.id)
         )
         return [_hold(r) for r in self._conn.execute(q)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -159,8 +159,8 @@ async def server(tmp_path: Path, clock: FixedClock) -> AsyncIterator[Server]:
 
 
 @pytest.fixture
-def hold_body() -> Iterator[dict[str, Any]]:
-    yield {
+def hold_body() -> dict[str, Any]:
+    return {
         "workflow_id": "wf-42",
         "step": 3,
         "attendees": ["alex@example.com"],

@@ -27,7 +27,8 @@ async def test_equal_priority_conflict_lists_holder_and_alternatives_that_work(
     assert problem["code"] == "slot_conflict"
     assert problem["retryable"] is True
     assert int(lost.headers["Retry-After"]) == 300  # the holder's TTL, clock frozen
-    assert lost.key is not None and lost.headers["Idempotent-Replayed"] == "false"
+    assert lost.key is not None
+    assert lost.headers["Idempotent-Replayed"] == "false"
     [conflict] = problem["conflicts"]
     assert conflict["kind"] == "held"
     assert conflict["agent"] == "agent-a"
@@ -123,7 +124,8 @@ async def test_commit_and_release_replay_and_stale_tokens_are_refused(server: Se
     assert twice.replayed
     assert twice.body == release.body
     late_commit = await agent.commit(hold["id"], commit.json["token"])
-    assert late_commit.status == 200 and late_commit.replayed  # the first commit's answer
+    assert late_commit.status == 200
+    assert late_commit.replayed
 
 
 async def test_back_to_back_slots_do_not_conflict(server: Server) -> None:

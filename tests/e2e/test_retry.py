@@ -29,7 +29,8 @@ async def test_the_retry_example_lands_once_and_replays_byte_for_byte(
     assert retry.status == 201
     assert retry.replayed
     assert retry.key == first.key
-    assert retry.key is not None and retry.key.startswith("idem_")
+    assert retry.key is not None
+    assert retry.key.startswith("idem_")
     assert retry.body == first.body
     assert first.json["title"] == "Strategy Sync with Alex"
     assert server.counts()["holds"] == 1

@@ -1,4 +1,10 @@
-"""The hold repository over one synchronous SQLAlchemy Core connection."""
+"""The hold repository over one synchronous SQLAlchemy Core connection.
+
+Statements are built once, at import, with bind parameters: building a Core
+statement per call (and hashing it for the compiled cache) cost more than
+running it. The search query, whose shape depends on its filters, is the only
+one built per call.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +13,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, exists, insert, or_, select, update
+from sqlalchemy import Connection, and_, bindparam, exists, insert, or_, select, update
 from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
@@ -17,6 +23,65 @@ from slotward.engine.model import Hold, HoldStatus
 __all__ = ["SqlHolds"]
 
 _ACTIVE = (HoldStatus.HELD.value, HoldStatus.COMMITTED.value)
+_h = t.holds.c
+_ha = t.hold_attendees.c
+
+_BLOCKING = or_(
+    _h.status == HoldStatus.COMMITTED.value,
+    and_(_h.status == HoldStatus.HELD.value, _h.expires_us > bindparam("now")),
+)
+_GET = select(t.holds).where(_h.id == bindparam("id"), _h.tenant == bindparam("tenant"))
+_LIVE_INTENT = (
+    select(t.holds)
+    .where(
+        _h.tenant == bindparam("tenant"),
+        _h.workflow_id == bindparam("workflow_id"),
+        _h.intent_fp == bindparam("intent_fp"),
+        _BLOCKING,
+    )
+    .order_by(_h.id)
+    .limit(1)
+)
+# Holds last at most max_hold, so one that overlaps [s, e) starts after
+# s - max_hold: bounding the scan keeps it flat however many rows exist.
+_OVERLAPPING = (
+    select(_ha.hold_id)
+    .where(
+        _ha.tenant == bindparam("tenant"),
+        _ha.attendee.in_(bindparam("attendees", expanding=True)),
+        _ha.start_us < bindparam("end"),
+        _ha.start_us > bindparam("lookback"),
+        _ha.end_us > bindparam("start"),
+        _ha.active.is_(True),
+    )
+    .distinct()
+)
+# A second statement, so the holds are fetched by primary key: inside one,
+# SQLite may prefer the status index and walk every live hold.
+_BY_IDS = (
+    select(t.holds)
+    .where(_h.id.in_(bindparam("ids", expanding=True)), _BLOCKING)
+    .order_by(_h.start_us, _h.id)
+)
+_DUE = (
+    select(t.holds)
+    .where(_h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now"))
+    .order_by(_h.expires_us)
+    .limit(bindparam("limit"))
+)
+_INSERT = insert(t.holds)
+_INSERT_ATTENDEES = insert(t.hold_attendees)
+_MUTABLE = ("status", "token", "expires_us", "updated_us", "committed_us", "preempted_by")
+_UPDATE = (
+    update(t.holds)
+    .where(_h.id == bindparam("hold_id"))
+    .values({name: bindparam(f"v_{name}") for name in _MUTABLE})
+)
+_SET_ACTIVE = (
+    update(t.hold_attendees)
+    .where(_ha.hold_id == bindparam("hold_id"))
+    .values(active=bindparam("v_active"))
+)
 
 
 def _hold(row: Row[Any]) -> Hold:
@@ -45,75 +110,48 @@ def _hold(row: Row[Any]) -> Hold:
     )
 
 
-def _blocking_clause(now_us: int) -> Any:
-    return or_(
-        t.holds.c.status == HoldStatus.COMMITTED.value,
-        and_(t.holds.c.status == HoldStatus.HELD.value, t.holds.c.expires_us > now_us),
-    )
-
-
 class SqlHolds:
     def __init__(self, conn: Connection, max_hold: timedelta) -> None:
         self._conn = conn
         self._lookback = max_hold // timedelta(microseconds=1)
 
     def get(self, tenant: str, hold_id: str) -> Hold | None:
-        q = select(t.holds).where(t.holds.c.id == hold_id, t.holds.c.tenant == tenant)
-        row = self._conn.execute(q).first()
+        row = self._conn.execute(_GET, {"id": hold_id, "tenant": tenant}).first()
         return None if row is None else _hold(row)
 
     def find_live_intent(
         self, tenant: str, workflow_id: str, intent_fp: str, now: datetime
     ) -> Hold | None:
-        q = (
-            select(t.holds)
-            .where(
-                t.holds.c.tenant == tenant,
-                t.holds.c.workflow_id == workflow_id,
-                t.holds.c.intent_fp == intent_fp,
-                _blocking_clause(to_us(now)),
-            )
-            .order_by(t.holds.c.id)
-            .limit(1)
-        )
-        row = self._conn.execute(q).first()
+        params = {
+            "tenant": tenant,
+            "workflow_id": workflow_id,
+            "intent_fp": intent_fp,
+            "now": to_us(now),
+        }
+        row = self._conn.execute(_LIVE_INTENT, params).first()
         return None if row is None else _hold(row)
 
     def blocking(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
-        s, e = to_us(start), to_us(end)
-        ha = t.hold_attendees
-        # Holds last at most max_hold, so one that overlaps [s, e) starts after
-        # s - max_hold: bounding the scan keeps it flat however many rows exist.
-        overlapping = (
-            select(ha.c.hold_id)
-            .where(
-                ha.c.tenant == tenant,
-                ha.c.attendee.in_(list(attendees)),
-                ha.c.start_us < e,
-                ha.c.start_us > s - self._lookback,
-                ha.c.end_us > s,
-                ha.c.active.is_(True),
-            )
-            .distinct()
-        )
-        ids = list(self._conn.execute(overlapping).scalars())
+        s = to_us(start)
+        params = {
+            "tenant": tenant,
+            "attendees": list(attendees),
+            "start": s,
+            "end": to_us(end),
+            "lookback": s - self._lookback,
+        }
+        ids = list(self._conn.execute(_OVERLAPPING, params).scalars())
         if not ids:
             return []
-        # Two statements, so the holds are fetched by primary key: inside one,
-        # SQLite may prefer the status index and walk every live hold.
-        q = (
-            select(t.holds)
-            .where(t.holds.c.id.in_(ids), _blocking_clause(to_us(now)))
-            .order_by(t.holds.c.start_us, t.holds.c.id)
-        )
-        return [_hold(r) for r in self._conn.execute(q)]
+        rows = self._conn.execute(_BY_IDS, {"ids": ids, "now": to_us(now)})
+        return [_hold(r) for r in rows]
 
     def add(self, hold: Hold) -> None:
-        self._conn.execute(insert(t.holds).values(**_hold_values(hold)))
+        self._conn.execute(_INSERT, _hold_values(hold))
         self._conn.execute(
-            insert(t.hold_attendees),
+            _INSERT_ATTENDEES,
             [
                 {
                     "hold_id": hold.id,
@@ -129,26 +167,13 @@ class SqlHolds:
 
     def save(self, hold: Hold) -> None:
         values = _hold_values(hold)
-        mutable = {
-            k: values[k]
-            for k in ("status", "token", "expires_us", "updated_us", "committed_us", "preempted_by")
-        }
-        self._conn.execute(update(t.holds).where(t.holds.c.id == hold.id).values(**mutable))
+        self._conn.execute(_UPDATE, {"hold_id": hold.id, **{f"v_{k}": values[k] for k in _MUTABLE}})
         active = hold.status.value in _ACTIVE
-        self._conn.execute(
-            update(t.hold_attendees)
-            .where(t.hold_attendees.c.hold_id == hold.id)
-            .values(active=active)
-        )
+        self._conn.execute(_SET_ACTIVE, {"hold_id": hold.id, "v_active": active})
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
-        q = (
-            select(t.holds)
-            .where(t.holds.c.status == HoldStatus.HELD.value, t.holds.c.expires_us <= to_us(now))
-            .order_by(t.holds.c.expires_us)
-            .limit(limit)
-        )
-        return [_hold(r) for r in self._conn.execute(q)]
+        rows = self._conn.execute(_DUE, {"now": to_us(now), "limit": limit})
+        return [_hold(r) for r in rows]
 
     def search(
         self,
@@ -161,15 +186,13 @@ class SqlHolds:
         limit: int,
         now: datetime,
     ) -> list[Hold]:
-        h = t.holds
-        q = select(h).where(h.c.tenant == tenant).order_by(h.c.id).limit(limit)
+        q = select(t.holds).where(_h.tenant == tenant).order_by(_h.id).limit(limit)
         if workflow_id is not None:
-            q = q.where(h.c.workflow_id == workflow_id)
+            q = q.where(_h.workflow_id == workflow_id)
         if after_id is not None:
-            q = q.where(h.c.id > after_id)
+            q = q.where(_h.id > after_id)
         if attendee is not None:
-            ha = t.hold_attendees
-            q = q.where(exists().where(ha.c.hold_id == h.c.id, ha.c.attendee == attendee))
+            q = q.where(exists().where(_ha.hold_id == _h.id, _ha.attendee == attendee))
         if statuses is not None:
             q = q.where(_status_clause(statuses, to_us(now)))
         return [_hold(r) for r in self._conn.execute(q)]
@@ -177,17 +200,16 @@ class SqlHolds:
 
 def _status_clause(statuses: Collection[HoldStatus], now_us: int) -> Any:
     """Match statuses as readers see them: a held hold past expiry is expired."""
-    h = t.holds.c
     parts = []
     for status in statuses:
         if status is HoldStatus.HELD:
-            parts.append(and_(h.status == "held", h.expires_us > now_us))
+            parts.append(and_(_h.status == "held", _h.expires_us > now_us))
         elif status is HoldStatus.EXPIRED:
             parts.append(
-                or_(h.status == "expired", and_(h.status == "held", h.expires_us <= now_us))
+                or_(_h.status == "expired", and_(_h.status == "held", _h.expires_us <= now_us))
             )
         else:
-            parts.append(h.status == status.value)
+            parts.append(_h.status == status.value)
     return or_(*parts)
 
 

@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from sqlalchemy import Connection, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import SqlHolds
@@ -22,14 +22,41 @@ from slotward.engine.model import (
 
 __all__ = ["SqlUnitOfWork"]
 
+# Built once (see hold_repo.py for why): the hot path only binds parameters.
+_LEDGER_GET = select(t.ledger).where(
+    t.ledger.c.tenant == bindparam("tenant"), t.ledger.c.key == bindparam("key")
+)
+_LEDGER_ADD = insert(t.ledger)
+_EMAILS = select(t.attendee_emails.c.email, t.attendee_emails.c.attendee_id).where(
+    t.attendee_emails.c.tenant == bindparam("tenant"),
+    t.attendee_emails.c.email.in_(bindparam("emails", expanding=True)),
+)
+_IDS = select(t.attendees.c.id).where(
+    t.attendees.c.tenant == bindparam("tenant"),
+    t.attendees.c.id.in_(bindparam("ids", expanding=True)),
+)
+_HEAD = select(t.audit_heads.c.seq, t.audit_heads.c.hash).where(
+    t.audit_heads.c.tenant == bindparam("tenant")
+)
+_AUDIT_ADD = insert(t.audit_log)
+_HEAD_ADD = insert(t.audit_heads)
+_HEAD_MOVE = (
+    update(t.audit_heads)
+    .where(t.audit_heads.c.tenant == bindparam("for_tenant"))
+    .values(seq=bindparam("v_seq"), hash=bindparam("v_hash"))
+)
+_OUTBOX_ADD = insert(t.outbox)
+_KEY_FIND = select(t.api_keys).where(
+    t.api_keys.c.key_hash == bindparam("key_hash"), t.api_keys.c.revoked_us.is_(None)
+)
+
 
 class SqlLedger:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
-        q = select(t.ledger).where(t.ledger.c.tenant == tenant, t.ledger.c.key == key)
-        row = self._conn.execute(q).first()
+        row = self._conn.execute(_LEDGER_GET, {"tenant": tenant, "key": key}).first()
         if row is None:
             return None
         m = row._mapping
@@ -47,17 +74,18 @@ class SqlLedger:
 
     def add(self, record: LedgerRecord) -> None:
         self._conn.execute(
-            insert(t.ledger).values(
-                tenant=record.tenant,
-                key=record.key,
-                fingerprint=record.fingerprint,
-                state=record.state,
-                status_code=record.status_code,
-                body=record.body,
-                hold_id=record.hold_id,
-                created_us=to_us(record.created_at),
-                expires_us=to_us(record.expires_at),
-            )
+            _LEDGER_ADD,
+            {
+                "tenant": record.tenant,
+                "key": record.key,
+                "fingerprint": record.fingerprint,
+                "state": record.state,
+                "status_code": record.status_code,
+                "body": record.body,
+                "hold_id": record.hold_id,
+                "created_us": to_us(record.created_at),
+                "expires_us": to_us(record.expires_at),
+            },
         )
 
 
@@ -71,15 +99,11 @@ class SqlDirectory:
         found: dict[str, str] = {}
         known: set[str] = set()
         if emails:
-            e = t.attendee_emails
-            q = select(e.c.email, e.c.attendee_id).where(
-                e.c.tenant == tenant, e.c.email.in_(list(emails))
-            )
-            found = {r.email: r.attendee_id for r in self._conn.execute(q)}
+            rows = self._conn.execute(_EMAILS, {"tenant": tenant, "emails": list(emails)})
+            found = {r.email: r.attendee_id for r in rows}
         if ids:
-            a = t.attendees
-            q2 = select(a.c.id).where(a.c.tenant == tenant, a.c.id.in_(list(ids)))
-            known = {r.id for r in self._conn.execute(q2)}
+            rows = self._conn.execute(_IDS, {"tenant": tenant, "ids": list(ids)})
+            known = {r.id for r in rows}
         return found, known
 
     def register(self, tenant: str, pairs: Sequence[tuple[str, str]], now: datetime) -> None:
@@ -126,36 +150,31 @@ class SqlAudit:
         self._conn = conn
 
     def head(self, tenant: str) -> tuple[int, str]:
-        q = select(t.audit_heads.c.seq, t.audit_heads.c.hash).where(
-            t.audit_heads.c.tenant == tenant
-        )
-        row = self._conn.execute(q).first()
+        row = self._conn.execute(_HEAD, {"tenant": tenant}).first()
         return (0, GENESIS) if row is None else (row.seq, row.hash)
 
     def append(self, entry: AuditEntry) -> None:
         self._conn.execute(
-            insert(t.audit_log).values(
-                tenant=entry.tenant,
-                seq=entry.seq,
-                at_us=to_us(entry.at),
-                actor=entry.actor,
-                action=entry.action,
-                key=entry.key,
-                hold_id=entry.hold_id,
-                outcome=entry.outcome,
-                prev_hash=entry.prev_hash,
-                hash=entry.hash,
-            )
+            _AUDIT_ADD,
+            {
+                "tenant": entry.tenant,
+                "seq": entry.seq,
+                "at_us": to_us(entry.at),
+                "actor": entry.actor,
+                "action": entry.action,
+                "key": entry.key,
+                "hold_id": entry.hold_id,
+                "outcome": entry.outcome,
+                "prev_hash": entry.prev_hash,
+                "hash": entry.hash,
+            },
         )
-        heads = t.audit_heads
         if entry.seq == 1:
-            self._conn.execute(insert(heads).values(tenant=entry.tenant, seq=1, hash=entry.hash))
+            head = {"tenant": entry.tenant, "seq": 1, "hash": entry.hash}
+            self._conn.execute(_HEAD_ADD, head)
         else:
-            self._conn.execute(
-                update(heads)
-                .where(heads.c.tenant == entry.tenant)
-                .values(seq=entry.seq, hash=entry.hash)
-            )
+            moved = {"for_tenant": entry.tenant, "v_seq": entry.seq, "v_hash": entry.hash}
+            self._conn.execute(_HEAD_MOVE, moved)
 
     def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
         a = t.audit_log
@@ -189,17 +208,18 @@ class SqlOutbox:
     def add(self, event: OutboxEvent) -> None:
         created = to_us(event.created_at)
         self._conn.execute(
-            insert(t.outbox).values(
-                id=event.id,
-                tenant=event.tenant,
-                type=event.type,
-                hold_id=event.hold_id,
-                payload=json.dumps(event.payload, separators=(",", ":")),
-                state="pending",
-                attempts=0,
-                created_us=created,
-                next_attempt_us=created,
-            )
+            _OUTBOX_ADD,
+            {
+                "id": event.id,
+                "tenant": event.tenant,
+                "type": event.type,
+                "hold_id": event.hold_id,
+                "payload": json.dumps(event.payload, separators=(",", ":")),
+                "state": "pending",
+                "attempts": 0,
+                "created_us": created,
+                "next_attempt_us": created,
+            },
         )
 
 
@@ -208,9 +228,7 @@ class SqlKeys:
         self._conn = conn
 
     def find(self, key_hash: str) -> Principal | None:
-        k = t.api_keys
-        q = select(k).where(k.c.key_hash == key_hash, k.c.revoked_us.is_(None))
-        row = self._conn.execute(q).first()
+        row = self._conn.execute(_KEY_FIND, {"key_hash": key_hash}).first()
         if row is None:
             return None
         return Principal(row.tenant, row.agent_id, row.role, row.priority)

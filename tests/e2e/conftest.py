@@ -145,9 +145,17 @@ def clock() -> FixedClock:
 
 
 @pytest.fixture
-async def server(tmp_path: Path, clock: FixedClock) -> AsyncIterator[Server]:
+def config_overrides() -> dict[str, Any]:
+    """Override in a test module to run the server with other settings."""
+    return {}
+
+
+@pytest.fixture
+async def server(
+    tmp_path: Path, clock: FixedClock, config_overrides: dict[str, Any]
+) -> AsyncIterator[Server]:
     db_path = tmp_path / "slotward.db"
-    config = Config(db_url=f"sqlite+aiosqlite:///{db_path}")
+    config = Config(db_url=f"sqlite+aiosqlite:///{db_path}", **config_overrides)
     services = bootstrap(config, clock=clock)
     test_server = TestServer(build_app(services, config, sweep=False))
     await test_server.start_server()

@@ -74,12 +74,12 @@ _INSERT_ATTENDEES = insert(t.hold_attendees)
 _MUTABLE = ("status", "token", "expires_us", "updated_us", "committed_us", "preempted_by")
 _UPDATE = (
     update(t.holds)
-    .where(_h.id == bindparam("hold_id"))
+    .where(_h.id == bindparam("w_hold_id"))
     .values({name: bindparam(f"v_{name}") for name in _MUTABLE})
 )
 _SET_ACTIVE = (
     update(t.hold_attendees)
-    .where(_ha.hold_id == bindparam("hold_id"))
+    .where(_ha.hold_id == bindparam("w_hold_id"))
     .values(active=bindparam("v_active"))
 )
 
@@ -167,9 +167,11 @@ class SqlHolds:
 
     def save(self, hold: Hold) -> None:
         values = _hold_values(hold)
-        self._conn.execute(_UPDATE, {"hold_id": hold.id, **{f"v_{k}": values[k] for k in _MUTABLE}})
+        self._conn.execute(
+            _UPDATE, {"w_hold_id": hold.id, **{f"v_{k}": values[k] for k in _MUTABLE}}
+        )
         active = hold.status.value in _ACTIVE
-        self._conn.execute(_SET_ACTIVE, {"hold_id": hold.id, "v_active": active})
+        self._conn.execute(_SET_ACTIVE, {"w_hold_id": hold.id, "v_active": active})
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
         rows = self._conn.execute(_DUE, {"now": to_us(now), "limit": limit})

@@ -34,10 +34,16 @@ def _responses(route: Route) -> dict[str, Any]:
         entry: dict[str, Any] = {"description": f"{status}"}
         if shape is None and status >= 400:
             shape = problem_shape
-        if shape is not None:
+        if isinstance(shape, tuple):
+            entry["content"] = {media: {"schema": {"anyOf": [_ref(s) for s in shape]}}}
+        elif shape is not None:
             entry["content"] = {media: {"schema": _ref(shape)}}
         if route.mutating and (status < 300 or status == 409):
-            entry["headers"] = _IDEMPOTENCY_HEADERS
+            required = not (route.sometimes_read_only and status == 200)
+            entry["headers"] = {
+                name: {**header, "required": required}
+                for name, header in _IDEMPOTENCY_HEADERS.items()
+            }
         out[str(status)] = entry
     out["default"] = {
         "description": "problem+json",
@@ -91,7 +97,11 @@ def build_openapi(routes: Sequence[Route]) -> dict[str, Any]:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
         if route.request is not None:
             shapes.append(route.request)
-        shapes.extend(s for s in route.responses.values() if s is not None)
+        for declared in route.responses.values():
+            if isinstance(declared, tuple):
+                shapes.extend(declared)
+            elif declared is not None:
+                shapes.append(declared)
     return {
         "openapi": "3.1.0",
         "info": {"title": "slotward", "version": __version__},

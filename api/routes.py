@@ -33,8 +33,12 @@ class Route:
     operation_id: str
     summary: str
     request: Shape | None = None
-    responses: dict[int, Shape | None] = field(default_factory=dict)
+    # A tuple means "one of these shapes" (a tool call answers as its tool does).
+    responses: dict[int, Shape | tuple[Shape, ...] | None] = field(default_factory=dict)
     params: tuple[Param, ...] = ()
     auth: bool = True
     mutating: bool = False
+    # True where some calls only read (find_free_slots through /v1/tool-calls):
+    # their answers carry no idempotency headers.
+    sometimes_read_only: bool = False
     tag: str = "holds"

@@ -68,7 +68,8 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/v1/tool-calls", tool_call, "toolCall", "Call a tool in an LLM's envelope",
         request=s.TOOL_CALL,
-        responses={200: s.HOLD, 201: s.HOLD, **_WRITE}, mutating=True, tag="tools",
+        responses={200: (s.HOLD, s.AVAILABILITY), 201: s.HOLD, **_WRITE}, mutating=True,
+        sometimes_read_only=True, tag="tools",
     ),
     Route(
         "POST", "/v1/attendees", put_attendee_handler, "putAttendee",

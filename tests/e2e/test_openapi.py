@@ -247,6 +247,11 @@ async def test_every_route_is_documented(spec: dict[str, Any], route: Route) -> 
         assert body == {"$ref": f"#/components/schemas/{route.request.name}"}
     if route.mutating:
         assert ("Idempotency-Key", "header") in declared
+        for status, response in op["responses"].items():
+            if status.startswith("2") and not (route.sometimes_read_only and status == "200"):
+                headers = response["headers"]
+                assert headers["Idempotency-Key"]["required"] is True, status
+                assert headers["Idempotent-Replayed"]["required"] is True, status
     assert op["security"] == ([{"apiKey": []}] if route.auth else [])
 
 
@@ -292,8 +297,8 @@ def conform(spec: dict[str, Any], method: str, path: str, answer: Answer) -> dic
     assert problems == [], problems
     if answer.status >= 400:
         assert errors(spec, {"$ref": "#/components/schemas/Problem"}, value) == []
-    if "headers" in entry:
-        for name in entry["headers"]:
+    for name, header in entry.get("headers", {}).items():
+        if header.get("required"):
             assert name in answer.headers, f"{method} {path} {status} lacks {name}"
     found: dict[str, Any] = value
     return found
@@ -376,6 +381,20 @@ async def test_a_scripted_scenario_conforms_to_the_document(
     )
     assert via_tool.status == 201
     conform(spec, "POST", "/v1/tool-calls", via_tool)
+    slots = await bob.post(
+        "/v1/tool-calls",
+        {
+            "tool": "find_free_slots",
+            "arguments": {
+                "attendees": ["alex@example.com"],
+                "from": "2030-10-14T09:00:00Z",
+                "to": "2030-10-14T18:00:00Z",
+                "duration_minutes": 30,
+            },
+        },
+    )
+    assert slots.status == 200
+    assert conform(spec, "POST", "/v1/tool-calls", slots)["slots"]
 
     directory = await admin.post("/v1/attendees", {"id": "alex", "emails": ["alex@example.com"]})
     assert directory.status == 200

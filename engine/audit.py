@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from slotward.engine.fingerprint import canonical_json
@@ -16,28 +16,18 @@ __all__ = ["GENESIS", "ChainCheck", "entry_hash", "next_entry", "verify_chain"]
 GENESIS = "0" * 64
 
 
-def entry_hash(
-    *,
-    tenant: str,
-    seq: int,
-    at: datetime,
-    actor: str,
-    action: str,
-    key: str | None,
-    hold_id: str | None,
-    outcome: str,
-    prev_hash: str,
-) -> str:
+def entry_hash(entry: AuditEntry) -> str:
+    """SHA-256 of the entry's canonical JSON, every field but its own hash."""
     doc = {
-        "tenant": tenant,
-        "seq": seq,
-        "at": format_instant(at),
-        "actor": actor,
-        "action": action,
-        "key": key,
-        "hold": hold_id,
-        "outcome": outcome,
-        "prev_hash": prev_hash,
+        "tenant": entry.tenant,
+        "seq": entry.seq,
+        "at": format_instant(entry.at),
+        "actor": entry.actor,
+        "action": entry.action,
+        "key": entry.key,
+        "hold": entry.hold_id,
+        "outcome": entry.outcome,
+        "prev_hash": entry.prev_hash,
     }
     return hashlib.sha256(canonical_json(doc)).hexdigest()
 
@@ -54,19 +44,8 @@ def next_entry(
     outcome: str,
 ) -> AuditEntry:
     """The entry that follows ``head`` (``(seq, hash)``) in the tenant's chain."""
-    seq, prev = head[0] + 1, head[1]
-    digest = entry_hash(
-        tenant=tenant,
-        seq=seq,
-        at=at,
-        actor=actor,
-        action=action,
-        key=key,
-        hold_id=hold_id,
-        outcome=outcome,
-        prev_hash=prev,
-    )
-    return AuditEntry(tenant, seq, at, actor, action, key, hold_id, outcome, prev, digest)
+    draft = AuditEntry(tenant, head[0] + 1, at, actor, action, key, hold_id, outcome, head[1], "")
+    return replace(draft, hash=entry_hash(draft))
 
 
 @dataclass(frozen=True)
@@ -83,17 +62,7 @@ def verify_chain(
     """Recompute every hash in order; report the first seq that does not fit."""
     seq, prev, count = start[0], start[1], 0
     for entry in entries:
-        expected = entry_hash(
-            tenant=entry.tenant,
-            seq=entry.seq,
-            at=entry.at,
-            actor=entry.actor,
-            action=entry.action,
-            key=entry.key,
-            hold_id=entry.hold_id,
-            outcome=entry.outcome,
-            prev_hash=entry.prev_hash,
-        )
+        expected = entry_hash(entry)
         if entry.seq != seq + 1 or entry.prev_hash != prev or entry.hash != expected:
             return ChainCheck(False, count, prev, broken_at=entry.seq)
         seq, prev, count = entry.seq, entry.hash, count + 1

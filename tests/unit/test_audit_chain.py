@@ -94,20 +94,7 @@ def test_a_changed_field_is_detected(change: dict[str, object]) -> None:
 def test_a_changed_entry_with_a_recomputed_hash_breaks_the_next_link() -> None:
     chain = build_chain()
     forged = replace(chain[2], outcome="conflict")
-    chain[2] = replace(
-        forged,
-        hash=entry_hash(
-            tenant=forged.tenant,
-            seq=forged.seq,
-            at=forged.at,
-            actor=forged.actor,
-            action=forged.action,
-            key=forged.key,
-            hold_id=forged.hold_id,
-            outcome=forged.outcome,
-            prev_hash=forged.prev_hash,
-        ),
-    )
+    chain[2] = replace(forged, hash=entry_hash(forged))
     check = verify_chain(chain)
     assert not check.ok
     assert check.broken_at == 4

@@ -10,6 +10,7 @@ from slotward.api import calls, schemas
 from slotward.api.auth import authenticate, require_role
 from slotward.api.context import SERVICES, Services
 from slotward.api.jsonbody import read_json
+from slotward.api.params import query_int
 from slotward.api.shapes import Shape
 from slotward.engine.attendees import parse_attendees
 from slotward.engine.errors import ValidationFailed
@@ -78,18 +79,6 @@ async def read_hold(request: web.Request) -> web.Response:
 _STATUSES = {s.value: s for s in HoldStatus}
 
 
-def _query_int(request: web.Request, name: str, default: int, low: int, high: int) -> int:
-    raw = request.query.get(name)
-    if raw is None:
-        return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ValidationFailed(
-            f"{name!r} must be an integer from {low} to {high}", code="invalid_field",
-            extra={"field": name},
-        )  # fmt: skip
-    return int(raw)
-
-
 def _statuses(raw: str | None) -> list[HoldStatus] | None:
     if raw is None:
         return None
@@ -110,7 +99,7 @@ async def list_holds_handler(request: web.Request) -> web.Response:
     q = request.query
     attendee = parse_attendees([q["attendee"]])[0] if "attendee" in q else None
     statuses = _statuses(q.get("status"))
-    limit = _query_int(request, "limit", 50, 1, 200)
+    limit = query_int(request, "limit", 1, 200) or 50
     now = svc.clock.now()
     doc = await svc.store.read(
         lambda uow: list_holds(

@@ -10,8 +10,8 @@ from slotward.api import calls, schemas
 from slotward.api.auth import authenticate
 from slotward.api.context import SERVICES
 from slotward.api.jsonbody import read_json
+from slotward.api.params import query_int, required
 from slotward.engine.directory import put_attendee
-from slotward.engine.errors import ValidationFailed
 from slotward.engine.model import Role
 from slotward.engine.queries import list_audit, verify_audit
 
@@ -29,28 +29,6 @@ OPENAPI = web.AppKey("openapi", bytes)
 ADMINS: tuple[Role, ...] = ("admin",)
 
 
-def _required(request: web.Request, name: str) -> str:
-    value = request.query.get(name)
-    if not value:
-        raise ValidationFailed(
-            f"query parameter {name!r} is required", code="missing_field", extra={"field": name}
-        )
-    return value
-
-
-def _int_param(request: web.Request, name: str, low: int, high: int) -> int | None:
-    raw = request.query.get(name)
-    if raw is None:
-        return None
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ValidationFailed(
-            f"{name!r} must be an integer from {low} to {high}",
-            code="invalid_field",
-            extra={"field": name},
-        )
-    return int(raw)
-
-
 async def availability_handler(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys)
@@ -61,13 +39,13 @@ async def availability_handler(request: web.Request) -> web.Response:
         if part.strip()
     ]
     fields: dict[str, Any] = {
-        "from": _required(request, "from"),
-        "to": _required(request, "to"),
+        "from": required(request, "from"),
+        "to": required(request, "to"),
     }
     if "timezone" in request.query:
         fields["timezone"] = request.query["timezone"]
     for name, high in (("duration_minutes", 1440), ("limit", 50)):
-        value = _int_param(request, name, 1, high)
+        value = query_int(request, name, 1, high)
         if value is not None:
             fields[name] = value
     return calls.json_response(await calls.find_slots(svc, principal, attendees, fields))
@@ -76,15 +54,9 @@ async def availability_handler(request: web.Request) -> web.Response:
 async def audit_handler(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys)
-    cursor = request.query.get("cursor", "0")
-    if not cursor.isdigit():
-        raise ValidationFailed(
-            "cursor must be a seq", code="invalid_field", extra={"field": "cursor"}
-        )
-    limit = _int_param(request, "limit", 1, 500) or 100
-    doc = await svc.store.read(
-        lambda uow: list_audit(uow, principal, after=int(cursor), limit=limit)
-    )
+    cursor = query_int(request, "cursor", 0, 2**53 - 1) or 0
+    limit = query_int(request, "limit", 1, 500) or 100
+    doc = await svc.store.read(lambda uow: list_audit(uow, principal, after=cursor, limit=limit))
     return calls.json_response(doc)
 
 

@@ -74,7 +74,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/v1/attendees", put_attendee_handler, "putAttendee",
         "Create or update an attendee and its email aliases (admin)",
-        request=s.ATTENDEE_PUT, responses={200: s.ATTENDEE}, tag="directory",
+        request=s.ATTENDEE_PUT, responses={200: s.ATTENDEE, 409: None}, tag="directory",
     ),
     Route(
         "GET", "/v1/audit", audit_handler, "listAudit", "The tenant's audit log",

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from slotward.engine.model import Hold, HoldStatus
-from slotward.engine.timenorm import format_instant
+from slotward.engine.timenorm import LATEST, format_instant
 
 __all__ = [
     "Blocked",
@@ -126,7 +126,7 @@ def find_alternatives(
     found: list[tuple[datetime, datetime]] = []
     for candidate in _candidates(start, now, grid, horizon):
         slot = (candidate, candidate + duration)
-        if _is_free(slot, taken):
+        if slot[1] <= LATEST and _is_free(slot, taken):
             found.append(slot)
             taken = merge_intervals([*taken, slot])
             if len(found) == count:

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from slotward.engine.attendees import attendee_id_for_email, normalize_email
+from slotward.engine.errors import Conflict
 from slotward.engine.model import Principal
 from slotward.engine.ports import Clock, UnitOfWork
 
@@ -28,6 +29,17 @@ def put_attendee(
     normalized = sorted({normalize_email(e) for e in emails})
     chosen = attendee_id or attendee_id_for_email(principal.tenant, normalized[0])
     with uow:
+        current, _ = uow.directory.lookup(principal.tenant, normalized, ())
+        taken = sorted(e for e, owner in current.items() if owner != chosen)
+        if taken:
+            # Holds and keys name attendees by id: moving an email to another id
+            # would hide its holds from new claims and give old intents new keys.
+            raise Conflict(
+                f"{', '.join(taken)} already belong to another attendee; "
+                "an email cannot move between attendees",
+                code="email_in_use",
+                extra={"emails": taken},
+            )
         uow.directory.put(principal.tenant, chosen, name, normalized, clock.now())
         uow.commit()
     return {"id": chosen, "name": name, "emails": normalized}

@@ -9,6 +9,7 @@ import json
 from datetime import datetime
 from typing import Any
 
+from slotward.engine.fingerprint import public_key
 from slotward.engine.model import AuditEntry, Hold
 from slotward.engine.timenorm import format_instant
 
@@ -28,7 +29,7 @@ def hold_document(hold: Hold, now: datetime) -> dict[str, Any]:
     """A hold as clients see it at ``now`` (a held hold past expiry reads expired)."""
     return {
         "id": hold.id,
-        "key": hold.key,
+        "key": public_key(hold.key),
         "workflow_id": hold.workflow_id,
         "agent_id": hold.agent_id,
         "attendees": list(hold.attendees),

@@ -117,6 +117,13 @@ class _Ledger:
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
         return self._state().ledger.get((tenant, key))
 
+    def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
+        found = [
+            r for (t, _), r in self._state().ledger.items()
+            if t == tenant and r.fingerprint == fingerprint
+        ]  # fmt: skip
+        return min(found, key=lambda r: r.created_at, default=None)
+
     def add(self, record: LedgerRecord) -> None:
         ledger = self._state().ledger
         if (record.tenant, record.key) in ledger:

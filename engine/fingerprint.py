@@ -20,6 +20,7 @@ from slotward.engine.errors import ValidationFailed
 from slotward.engine.timenorm import Interval, format_instant
 
 __all__ = [
+    "CLIENT_PREFIX",
     "DEFAULT_THOUGHT_FIELDS",
     "FINGERPRINT_VERSION",
     "MAX_STEP",
@@ -30,6 +31,8 @@ __all__ = [
     "derive_key",
     "hold_intent",
     "intent_fingerprint",
+    "ledger_key",
+    "public_key",
     "strip_thoughts",
 ]
 
@@ -153,3 +156,20 @@ def _plain(doc: object) -> Any:
     if isinstance(doc, list | tuple):
         return [_plain(v) for v in doc]
     return doc
+
+
+CLIENT_PREFIX = "client:"
+
+
+def ledger_key(client_key: str | None, derived: str) -> str:
+    """The key a record is stored under.
+
+    Client keys live in their own namespace, so a client cannot pick a key that
+    some other call derives (a commit's ``idem_...``) and squat on it.
+    """
+    return derived if client_key is None else CLIENT_PREFIX + client_key
+
+
+def public_key(stored: str) -> str:
+    """The key as the client sees it in ``Idempotency-Key`` and in bodies."""
+    return stored.removeprefix(CLIENT_PREFIX)

@@ -55,7 +55,7 @@ _TABLE: dict[tuple[HoldStatus, type[Event]], HoldStatus | None] = {
     (_H, Preempt): _P,
     (_C, Release): _R,
     (_E, Commit): _C,
-    (_E, Release): None,
+    (_E, Release): _R,  # terminal: a late commit must not revive a given-up hold
     (_E, Expire): None,
     (_R, Release): None,
     (_P, Release): None,

@@ -8,7 +8,7 @@ from datetime import datetime
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
 from slotward.engine.errors import Conflict, Forbidden, NotFound, answering_for
-from slotward.engine.fingerprint import child_key
+from slotward.engine.fingerprint import child_key, ledger_key, public_key
 from slotward.engine.holds import Commit, Event, Expire, Release, apply
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
 from slotward.engine.placing import replay_record
@@ -45,19 +45,18 @@ def commit_hold(
     uow: UnitOfWork, action: HoldAction, policy: Policy, clock: Clock, ids: IdGenerator
 ) -> Reply:
     """Commit a held (or expired but still free) hold; replay a repeated commit."""
-    now = clock.now()
     with uow:
+        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
         hold = _load(uow, action)
         _owner_only(hold, action.principal, admin_too=False)
         derived = child_key(hold.key, "commit")
-        with answering_for(action.client_key or derived):
-            record = uow.ledger.get(hold.tenant, action.client_key or derived)
-            if record is not None:
-                return replay_record(record, derived)
+        with answering_for(public_key(ledger_key(action.client_key, derived))):
+            replay = _recorded(uow, hold, action, derived)
+            if replay is not None:
+                return replay
             token = action.token if action.token is not None else -1
             moved, _ = apply(hold, Commit(token), now)
             if hold.status_at(now) is HoldStatus.EXPIRED:
-                _not_released(uow, hold)
                 _still_free(uow, hold, now)
             return _finish(
                 uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
@@ -68,15 +67,15 @@ def release_hold(
     uow: UnitOfWork, action: HoldAction, policy: Policy, clock: Clock, ids: IdGenerator
 ) -> Reply:
     """Release a hold; a hold already expired or preempted answers as it is."""
-    now = clock.now()
     with uow:
+        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
         hold = _load(uow, action)
         _owner_only(hold, action.principal, admin_too=True)
         derived = child_key(hold.key, "release")
-        with answering_for(action.client_key or derived):
-            record = uow.ledger.get(hold.tenant, action.client_key or derived)
-            if record is not None:
-                return replay_record(record, derived)
+        with answering_for(public_key(ledger_key(action.client_key, derived))):
+            replay = _recorded(uow, hold, action, derived)
+            if replay is not None:
+                return replay
             moved, changed = apply(hold, Release(), now)
             if not changed:
                 return _answer(uow, action, moved, derived, policy, now)
@@ -85,11 +84,16 @@ def release_hold(
             )
 
 
-def _not_released(uow: UnitOfWork, hold: Hold) -> None:
-    # Releasing an expired hold leaves it as it is, but the owner gave it up:
-    # a late commit must not bring it back.
-    if uow.ledger.get(hold.tenant, child_key(hold.key, "release")) is not None:
-        raise Conflict("the hold was released after it expired", code="hold_released")
+def _recorded(uow: UnitOfWork, hold: Hold, action: HoldAction, derived: str) -> Reply | None:
+    """The first answer of this commit (or release), under whatever key it came.
+
+    Committing a committed hold replays the first commit even when the two calls
+    carried different client keys: the hold has one commit, hence one answer.
+    """
+    record = uow.ledger.get(hold.tenant, ledger_key(action.client_key, derived))
+    if record is None:
+        record = uow.ledger.find_by_fingerprint(hold.tenant, derived)
+    return None if record is None else replay_record(record, derived)
 
 
 def _still_free(uow: UnitOfWork, hold: Hold, now: datetime) -> None:
@@ -110,7 +114,7 @@ def _finish(
     ids: IdGenerator,
 ) -> Reply:
     uow.holds.save(moved)
-    key = action.client_key or derived
+    key = ledger_key(action.client_key, derived)
     audit(uow, moved.tenant, action.principal.agent_id, now, audit_action, key, moved.id, "fresh")
     emit(uow, ids, moved, event, now)
     return _answer(uow, action, moved, derived, policy, now)
@@ -119,7 +123,7 @@ def _finish(
 def _answer(
     uow: UnitOfWork, action: HoldAction, hold: Hold, derived: str, policy: Policy, now: datetime
 ) -> Reply:
-    key = action.client_key or derived
+    key = ledger_key(action.client_key, derived)
     body = encode(hold_document(hold, now))
     uow.ledger.add(
         LedgerRecord(
@@ -127,13 +131,13 @@ def _answer(
         )
     )
     uow.commit()
-    return Reply(200, body, key, False, hold.id)
+    return Reply(200, body, public_key(key), False, hold.id)
 
 
 def expire_due(uow: UnitOfWork, clock: Clock, ids: IdGenerator, limit: int = 500) -> int:
     """Mark held holds past their expiry as expired (the sweeper); return how many."""
-    now = clock.now()
     with uow:
+        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
         due = uow.holds.due_for_expiry(now, limit)
         for hold in due:
             moved, _ = apply(hold, _EXPIRE, now)

@@ -15,7 +15,13 @@ from slotward.engine.attendees import AttendeeRef, ResolvedAttendees, resolve_at
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
 from slotward.engine.errors import SlotConflict, ValidationFailed, answering_for
-from slotward.engine.fingerprint import derive_key, hold_intent, intent_fingerprint
+from slotward.engine.fingerprint import (
+    derive_key,
+    hold_intent,
+    intent_fingerprint,
+    ledger_key,
+    public_key,
+)
 from slotward.engine.holds import Preempt, apply
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
 from slotward.engine.policy import Policy
@@ -69,7 +75,7 @@ def _prepare(uow: UnitOfWork, req: HoldRequest, policy: Policy) -> _Prepared:
     )
     return _Prepared(
         resolved=resolved,
-        key=req.client_key or derived,
+        key=ledger_key(req.client_key, derived),
         fingerprint=derived,
         intent_fp=intent_fingerprint(tenant=tenant, tool=TOOL, intent=intent),
     )
@@ -86,7 +92,7 @@ def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -
     first = uow.ledger.get(tenant, live.key)
     if first is None:  # cannot happen: a hold is written with its record
         return None
-    return Reply(first.status_code, first.body, first.key, True, first.hold_id)
+    return Reply(first.status_code, first.body, public_key(first.key), True, first.hold_id)
 
 
 def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:
@@ -96,23 +102,24 @@ def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:
             "this Idempotency-Key was already used for a different request",
             code="idempotency_key_reused",
         )
-    return Reply(record.status_code, record.body, record.key, True, record.hold_id)
+    return Reply(record.status_code, record.body, public_key(record.key), True, record.hold_id)
 
 
 def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock) -> Reply | None:
     """Read-only fast path: the stored answer for this call, if there is one."""
     with uow:
-        return _replay(uow, req, _prepare(uow, req, policy), clock.now())
+        now = clock.now()
+        return _replay(uow, req, _prepare(uow, req, policy), now)
 
 
 def place_hold(
     uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock, ids: IdGenerator
 ) -> Reply:
     """Place a hold, replay the first answer, or raise a 4xx :class:`SlotwardError`."""
-    now = clock.now()
     with uow:
+        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
         prep = _prepare(uow, req, policy)
-        with answering_for(prep.key):
+        with answering_for(public_key(prep.key)):
             return _place(uow, req, prep, policy, now, ids)
 
 
@@ -170,7 +177,7 @@ def _create(
     )  # fmt: skip
     emit(uow, ids, hold, "hold.created", now)
     uow.commit()
-    return Reply(201, body, prep.key, False, hold.id)
+    return Reply(201, body, public_key(prep.key), False, hold.id)
 
 
 def _check_window(interval: Interval, now: datetime, max_hold: timedelta) -> None:

@@ -89,6 +89,10 @@ class HoldRepository(Protocol):
 class Ledger(Protocol):
     def get(self, tenant: str, key: str) -> LedgerRecord | None: ...
 
+    def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
+        """The first record of the call with this fingerprint, under any key."""
+        ...
+
     def add(self, record: LedgerRecord) -> None: ...
 
 

@@ -155,7 +155,11 @@ def list_audit(uow: UnitOfWork, principal: Principal, *, after: int, limit: int)
 
 
 def verify_audit(uow: UnitOfWork, principal: Principal, batch: int = 5000) -> dict[str, Any]:
-    """Walk the tenant's whole chain in batches and recompute every hash."""
+    """Walk the tenant's whole chain in batches and recompute every hash.
+
+    The chain must also end where the recorded head says: a deleted tail leaves
+    every remaining link intact, and only the head shows it.
+    """
     seq, head, count = 0, GENESIS, 0
     with uow:
         while True:
@@ -163,8 +167,15 @@ def verify_audit(uow: UnitOfWork, principal: Principal, batch: int = 5000) -> di
             check = verify_chain(entries, (seq, head))
             count += check.count
             if not check.ok:
-                return {"ok": False, "count": count, "head": check.head,
-                        "broken_at": check.broken_at}  # fmt: skip
+                return _broken(count, check.head, check.broken_at)
+            if entries:
+                seq, head = entries[-1].seq, check.head
             if len(entries) < batch:
-                return {"ok": True, "count": count, "head": check.head}
-            seq, head = entries[-1].seq, check.head
+                break
+        if uow.audit.head(principal.tenant) != (seq, head):
+            return _broken(count, head, seq + 1)
+    return {"ok": True, "count": count, "head": head}
+
+
+def _broken(count: int, head: str, at: int | None) -> dict[str, Any]:
+    return {"ok": False, "count": count, "head": head, "broken_at": at}

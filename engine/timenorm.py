@@ -32,6 +32,8 @@ import pendulum
 from slotward.engine.errors import ValidationFailed
 
 __all__ = [
+    "EARLIEST",
+    "LATEST",
     "Interval",
     "format_instant",
     "normalize_interval",
@@ -39,9 +41,13 @@ __all__ = [
     "parse_timezone",
 ]
 
+# Far enough for any calendar, and far from datetime's limits, so arithmetic on
+# an instant (alternatives, free slots) can never overflow.
+EARLIEST: Final = datetime(1970, 1, 1, tzinfo=UTC)
+LATEST: Final = datetime(9000, 1, 1, tzinfo=UTC)
 _INSTANT: Final = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}(?::[0-9]{2}(?:\.[0-9]{1,9})?)?"
-    r"(?P<offset>Z|[+-][0-9]{2}(?::?[0-9]{2})?)?",
+    r"(?P<offset>Z|[+-](?:[01][0-9]|2[0-3])(?::?[0-5][0-9])?)?",
     re.ASCII,
 )
 _DURATION: Final = re.compile(
@@ -126,6 +132,17 @@ def parse_instant(value: object, *, timezone: str | None, field: str) -> datetim
     ``invalid_datetime``, ``naive_datetime``, ``unknown_timezone``,
     ``nonexistent_local_time`` and ``ambiguous_local_time``.
     """
+    instant = _parse_instant(value, timezone=timezone, field=field)
+    if not EARLIEST <= instant <= LATEST:
+        raise ValidationFailed(
+            f"{field} must lie between {EARLIEST.year} and {LATEST.year}",
+            code="invalid_datetime",
+            extra={"field": field},
+        )
+    return instant
+
+
+def _parse_instant(value: object, *, timezone: str | None, field: str) -> datetime:
     if not isinstance(value, str) or (match := _INSTANT.fullmatch(value)) is None:
         raise _invalid_datetime(value, field)
     parsed = _pendulum_datetime(value, field)
@@ -194,6 +211,10 @@ def normalize_interval(
     if finish <= begin:
         raise ValidationFailed(
             "end must be after start", code="invalid_interval", extra={"field": "end"}
+        )
+    if finish > LATEST:
+        raise ValidationFailed(
+            f"end must lie before {LATEST.year}", code="invalid_interval", extra={"field": "end"}
         )
     return Interval(start=begin, end=finish)
 

@@ -130,3 +130,48 @@ def test_errors_become_responses_in_one_place() -> None:
             assert "application/problem+json" not in literals, f"{path} builds problems itself"
             if path.name != "app.py":  # app.py installs the middleware
                 assert "slotward.api.problems" not in _imports(path), f"{path} builds problems"
+
+
+def _clock_reads_outside_a_transaction(tree: ast.AST) -> list[int]:
+    """Lines calling ``clock.now()`` that are not inside ``with uow:``."""
+    bad: list[int] = []
+
+    def visit(node: ast.AST, inside: bool) -> None:
+        if isinstance(node, ast.With):
+            opens = any(
+                isinstance(item.context_expr, ast.Name) and item.context_expr.id == "uow"
+                for item in node.items
+            )
+            inside = inside or opens
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "now"
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "clock"
+            and not inside
+        ):
+            bad.append(node.lineno)
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(tree, False)
+    return bad
+
+
+@pytest.mark.parametrize("path", _modules("engine"), ids=lambda p: p.name)
+def test_use_cases_read_the_clock_inside_their_transaction(path: Path) -> None:
+    """A writer that waited for the lock must not decide on a time from before it.
+
+    (Found in review: a late commit decided with a stale `now` could overlap a
+    hold another process placed meanwhile.)
+    """
+    tree = ast.parse(path.read_text(), filename=str(path))
+    assert _clock_reads_outside_a_transaction(tree) == [], path.name
+
+
+def test_the_clock_rule_catches_a_read_before_the_transaction() -> None:
+    stale = ast.parse("def f(uow, clock):\n    now = clock.now()\n    with uow:\n        pass\n")
+    fresh = ast.parse("def f(uow, clock):\n    with uow:\n        now = clock.now()\n")
+    assert _clock_reads_outside_a_transaction(stale) == [2]
+    assert _clock_reads_outside_a_transaction(fresh) == []

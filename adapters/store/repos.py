@@ -6,8 +6,10 @@ import json
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import SqlHolds
@@ -25,6 +27,15 @@ __all__ = ["SqlUnitOfWork"]
 # Built once (see hold_repo.py for why): the hot path only binds parameters.
 _LEDGER_GET = select(t.ledger).where(
     t.ledger.c.tenant == bindparam("tenant"), t.ledger.c.key == bindparam("key")
+)
+_LEDGER_BY_FINGERPRINT = (
+    select(t.ledger)
+    .where(
+        t.ledger.c.tenant == bindparam("tenant"),
+        t.ledger.c.fingerprint == bindparam("fingerprint"),
+    )
+    .order_by(t.ledger.c.created_us)
+    .limit(1)
 )
 _LEDGER_ADD = insert(t.ledger)
 _EMAILS = select(t.attendee_emails.c.email, t.attendee_emails.c.attendee_id).where(
@@ -51,26 +62,33 @@ _KEY_FIND = select(t.api_keys).where(
 )
 
 
+def _record(row: Row[Any]) -> LedgerRecord:
+    m = row._mapping
+    return LedgerRecord(
+        tenant=m["tenant"],
+        key=m["key"],
+        fingerprint=m["fingerprint"],
+        state=m["state"],
+        status_code=m["status_code"],
+        body=bytes(m["body"]),
+        created_at=from_us(m["created_us"]),
+        expires_at=from_us(m["expires_us"]),
+        hold_id=m["hold_id"],
+    )
+
+
 class SqlLedger:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
 
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
         row = self._conn.execute(_LEDGER_GET, {"tenant": tenant, "key": key}).first()
-        if row is None:
-            return None
-        m = row._mapping
-        return LedgerRecord(
-            tenant=m["tenant"],
-            key=m["key"],
-            fingerprint=m["fingerprint"],
-            state=m["state"],
-            status_code=m["status_code"],
-            body=bytes(m["body"]),
-            created_at=from_us(m["created_us"]),
-            expires_at=from_us(m["expires_us"]),
-            hold_id=m["hold_id"],
-        )
+        return None if row is None else _record(row)
+
+    def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
+        params = {"tenant": tenant, "fingerprint": fingerprint}
+        row = self._conn.execute(_LEDGER_BY_FINGERPRINT, params).first()
+        return None if row is None else _record(row)
 
     def add(self, record: LedgerRecord) -> None:
         self._conn.execute(

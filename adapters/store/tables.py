@@ -71,7 +71,7 @@ holds = Table(
     metadata,
     Column("id", String(64), primary_key=True),
     Column("tenant", String(128), nullable=False),
-    Column("key", String(255), nullable=False),
+    Column("key", String(300), nullable=False),
     Column("workflow_id", String(255), nullable=False),
     Column("agent_id", String(128), nullable=False),
     Column("attendees", Text, nullable=False),  # JSON list, sorted
@@ -110,7 +110,7 @@ ledger = Table(
     "ledger",
     metadata,
     Column("tenant", String(128), primary_key=True),
-    Column("key", String(255), primary_key=True),
+    Column("key", String(300), primary_key=True),
     Column("fingerprint", String(255), nullable=False),
     Column("state", String(16), nullable=False),
     Column("status_code", Integer, nullable=False),
@@ -118,6 +118,7 @@ ledger = Table(
     Column("hold_id", String(64), nullable=True),
     Column("created_us", BigInteger, nullable=False),
     Column("expires_us", BigInteger, nullable=False),
+    Index("ix_ledger_tenant_fingerprint", "tenant", "fingerprint"),
 )
 
 audit_log = Table(
@@ -128,7 +129,7 @@ audit_log = Table(
     Column("at_us", BigInteger, nullable=False),
     Column("actor", String(128), nullable=False),
     Column("action", String(64), nullable=False),
-    Column("key", String(255), nullable=True),
+    Column("key", String(300), nullable=True),
     Column("hold_id", String(64), nullable=True),
     Column("outcome", String(32), nullable=False),
     Column("prev_hash", String(64), nullable=False),

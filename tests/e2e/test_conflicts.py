@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from typing import Any
 
+from slotward.engine.fingerprint import child_key
 from tests.e2e.conftest import Server
 
 SLOT = {"attendees": ["alex@example.com"], "start": "2030-10-14T14:00:00Z", "duration_minutes": 30}
@@ -172,17 +173,18 @@ async def test_expired_hold_does_not_block_and_its_late_commit_works_while_free(
     assert server.overlapping_pairs() == 0
 
 
-async def test_release_of_an_expired_hold_answers_it_as_it_is(server: Server) -> None:
+async def test_release_of_an_expired_hold_makes_it_final(server: Server) -> None:
     agent = await server.key()
-    hold = (await agent.create(_body("wf", hold_ttl_seconds=10))).json
-    server.clock.advance(11)
-    answer = await agent.release(hold["id"])
-    assert answer.status == 200
-    assert answer.json["status"] == "expired"
-    # The owner gave it up: a late commit cannot bring it back.
-    late = await agent.commit(hold["id"], hold["token"])
-    assert late.status == 409
-    assert late.json["code"] == "hold_released"
+    for headers in ({}, {"Idempotency-Key": "release-by-client-key"}):
+        hold = (await agent.create(_body(f"wf-{len(headers)}", hold_ttl_seconds=10))).json
+        server.clock.advance(11)
+        answer = await agent.release(hold["id"], headers=headers)
+        assert answer.status == 200
+        assert answer.json["status"] == "released"
+        # The owner gave it up: a late commit cannot bring it back, whatever the key.
+        late = await agent.commit(hold["id"], hold["token"] + 5)
+        assert late.status == 409
+        assert late.json["code"] == "hold_released"  # status is checked before the token
 
 
 async def test_every_change_is_in_the_audit_chain_and_it_verifies(server: Server) -> None:
@@ -204,3 +206,45 @@ async def test_every_change_is_in_the_audit_chain_and_it_verifies(server: Server
     broken = (await a.get("/v1/audit/verify")).json
     assert broken["ok"] is False
     assert broken["broken_at"] == 2
+
+
+async def test_client_keys_cannot_squat_on_derived_keys(server: Server) -> None:
+    a = await server.key(agent="a")
+    b = await server.key(agent="b")
+    hold = (await a.create(_body("wf-a"))).json
+    squat = {"Idempotency-Key": child_key(hold["key"], "commit")}
+    other = await b.create(_body("wf-b", attendees=["sam@example.com"]), headers=squat)
+    assert other.status == 201
+    assert other.key == squat["Idempotency-Key"]  # the client sees its own key
+    commit = await a.commit(hold["id"], hold["token"])
+    assert commit.status == 200
+    assert commit.json["status"] == "committed"
+
+
+async def test_a_second_commit_under_another_key_replays_the_first(server: Server) -> None:
+    agent = await server.key()
+    hold = (await agent.create(_body("wf"))).json
+    first = await agent.commit(hold["id"], hold["token"], headers={"Idempotency-Key": "c-1"})
+    assert first.status == 200
+    again = await agent.commit(hold["id"], hold["token"])
+    assert again.status == 200
+    assert again.replayed
+    assert again.body == first.body
+    assert again.key == "c-1"
+    released = await agent.release(hold["id"], headers={"Idempotency-Key": "r-1"})
+    twice = await agent.release(hold["id"], headers={"Idempotency-Key": "r-2"})
+    assert twice.replayed
+    assert twice.body == released.body
+
+
+async def test_a_deleted_audit_tail_is_detected(server: Server) -> None:
+    agent = await server.key()
+    await agent.create(_body("wf-1"))
+    await agent.create(_body("wf-2", attendees=["sam@example.com"]))
+    assert (await agent.get("/v1/audit/verify")).json["ok"] is True
+    with sqlite3.connect(server.db_path) as conn:
+        conn.execute("DELETE FROM audit_log WHERE seq = 2")
+    verify = (await agent.get("/v1/audit/verify")).json
+    assert verify["ok"] is False
+    assert verify["broken_at"] == 2
+    assert verify["count"] == 1

@@ -58,3 +58,27 @@ async def test_attendees_of_two_tenants_are_apart(server: Server) -> None:
     a = (await one.create(body)).json
     b = (await two.create(body)).json
     assert a["attendees"] != b["attendees"]  # ids derive from the tenant too
+
+
+async def test_an_email_in_use_cannot_move_to_another_attendee(server: Server) -> None:
+    agent = await server.key(agent="a")
+    admin = await server.key(agent="ops", role="admin")
+    first = await agent.create({"workflow_id": "wf", "attendees": ["alex@example.com"], **SLOT})
+    moved = await admin.post("/v1/attendees", {"id": "alex", "emails": ["alex@example.com"]})
+    assert moved.status == 409
+    assert moved.json["code"] == "email_in_use"
+    assert moved.json["emails"] == ["alex@example.com"]
+    # So the person stays one attendee: no double booking, and a retry replays.
+    other = await (await server.key(agent="b")).create(
+        {"workflow_id": "wf-2", "attendees": ["alex@example.com"], **SLOT}
+    )
+    assert other.status == 409
+    again = await agent.create({"workflow_id": "wf", "attendees": ["alex@example.com"], **SLOT})
+    assert again.replayed
+    assert again.body == first.body
+    # Adding a new alias to the existing attendee is fine.
+    [alex] = first.json["attendees"]
+    alias = await admin.post(
+        "/v1/attendees", {"id": alex, "emails": ["alex@example.com", "al@example.com"]}
+    )
+    assert alias.status == 200

@@ -396,7 +396,9 @@ async def test_a_scripted_scenario_conforms_to_the_document(
     assert slots.status == 200
     assert conform(spec, "POST", "/v1/tool-calls", slots)["slots"]
 
-    directory = await admin.post("/v1/attendees", {"id": "alex", "emails": ["alex@example.com"]})
+    directory = await admin.post(
+        "/v1/attendees", {"id": "alexandra", "emails": ["alexandra@example.com"]}
+    )
     assert directory.status == 200
     conform(spec, "POST", "/v1/attendees", directory)
 

@@ -97,7 +97,8 @@ Outcome = Moves | Stays | Refuses
 _EXPIRED_ROWS: dict[str, Outcome] = {
     "commit": Moves(C, bumps=True),
     "commit_wrong_token": Refuses("token_mismatch"),
-    "release": Stays(E),
+    # Releasing an expired hold makes it final, so a late commit cannot revive it.
+    "release": Moves(R, bumps=True),
     "expire": Stays(E),
     "preempt": Refuses("hold_expired"),
 }

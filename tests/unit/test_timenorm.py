@@ -368,9 +368,19 @@ def test_normalize_interval_invalid_duration(duration: object) -> None:
     assert (err.code, err.extra) == ("invalid_duration", {"field": "duration"})
 
 
-def test_normalize_interval_duration_past_year_9999() -> None:
+def test_normalize_interval_refuses_instants_past_the_supported_range() -> None:
     err = _error(normalize_interval, start="9999-12-31T23:00:00Z", duration_minutes=120)
-    assert (err.code, err.extra) == ("invalid_duration", {"field": "duration_minutes"})
+    assert (err.code, err.extra) == ("invalid_datetime", {"field": "start"})
+    err = _error(normalize_interval, start="8999-12-31T23:00:00Z", duration_minutes=120)
+    assert (err.code, err.extra) == ("invalid_interval", {"field": "end"})
+    err = _error(normalize_interval, start="1969-12-31T23:00:00Z", duration_minutes=120)
+    assert (err.code, err.extra) == ("invalid_datetime", {"field": "start"})
+
+
+@pytest.mark.parametrize("offset", ["+24:00", "+00:60", "-25:00", "+99"])
+def test_out_of_range_offsets_are_invalid(offset: str) -> None:
+    err = _error(parse_instant, f"2030-10-14T10:00{offset}", timezone=None, field="start")
+    assert err.code == "invalid_datetime"
 
 
 @pytest.mark.parametrize(

@@ -528,19 +528,19 @@ def test_another_agent_may_not_release(world: World) -> None:
     assert world.state == before
 
 
-def test_releasing_an_expired_hold_answers_as_it_is(world: World) -> None:
+def test_releasing_an_expired_hold_makes_it_final(world: World) -> None:
     placed = world.place(request())
     world.clock.advance(TTL + 1)
-    before = world.snapshot()
 
     reply = world.release(ALICE, str(placed.hold_id))
 
     assert reply.status == 200
-    assert doc(reply)["status"] == "expired"
-    assert doc(reply)["token"] == 1
-    assert world.state.holds == before.holds
-    assert world.state.audit == before.audit
-    assert world.state.outbox == before.outbox
+    assert doc(reply)["status"] == "released"
+    assert doc(reply)["token"] == 2
+    assert [e.type for e in world.state.outbox][-1] == "hold.released"
+    with pytest.raises(Conflict) as info:
+        world.commit(ALICE, str(placed.hold_id), 1)
+    assert info.value.code == "hold_released"
 
 
 def test_releasing_a_preempted_hold_answers_as_it_is(world: World) -> None:

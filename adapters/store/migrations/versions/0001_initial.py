@@ -48,7 +48,7 @@ def upgrade() -> None:
     op.create_table(
         "ledger",
         sa.Column("tenant", _S(128), primary_key=True),
-        sa.Column("key", _S(255), primary_key=True),
+        sa.Column("key", _S(300), primary_key=True),
         sa.Column("fingerprint", _S(255), nullable=False),
         sa.Column("state", _S(16), nullable=False),
         sa.Column("status_code", sa.Integer, nullable=False),
@@ -57,6 +57,7 @@ def upgrade() -> None:
         sa.Column("created_us", _BIG, nullable=False),
         sa.Column("expires_us", _BIG, nullable=False),
     )
+    op.create_index("ix_ledger_tenant_fingerprint", "ledger", ["tenant", "fingerprint"])
     _create_audit_and_outbox()
 
 
@@ -65,7 +66,7 @@ def _create_holds() -> None:
         "holds",
         sa.Column("id", _S(64), primary_key=True),
         sa.Column("tenant", _S(128), nullable=False),
-        sa.Column("key", _S(255), nullable=False),
+        sa.Column("key", _S(300), nullable=False),
         sa.Column("workflow_id", _S(255), nullable=False),
         sa.Column("agent_id", _S(128), nullable=False),
         sa.Column("attendees", sa.Text, nullable=False),
@@ -111,7 +112,7 @@ def _create_audit_and_outbox() -> None:
         sa.Column("at_us", _BIG, nullable=False),
         sa.Column("actor", _S(128), nullable=False),
         sa.Column("action", _S(64), nullable=False),
-        sa.Column("key", _S(255), nullable=True),
+        sa.Column("key", _S(300), nullable=True),
         sa.Column("hold_id", _S(64), nullable=True),
         sa.Column("outcome", _S(32), nullable=False),
         sa.Column("prev_hash", _S(64), nullable=False),

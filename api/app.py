@@ -13,6 +13,7 @@ from slotward.adapters.store.sqlite import SqliteStore
 from slotward.api.auth import KeyCache
 from slotward.api.config import Config
 from slotward.api.context import SERVICES, Services
+from slotward.api.inflight import InFlight
 from slotward.api.jsonbody import MAX_BODY_BYTES
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
@@ -45,6 +46,7 @@ def bootstrap(
         ids=ids or TimeOrderedIds(),
         policy=config.policy(),
         keys=KeyCache(chosen, config.key_cache_seconds),
+        inflight=InFlight(config.inflight_wait_ms / 1000),
     )
 
 

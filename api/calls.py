@@ -102,10 +102,14 @@ async def create_hold(
 ) -> Reply:
     """Replay from a read if the answer is known; else place it in one write."""
     req = _hold_request(principal, fields, workflow_id, step, key, svc.policy.default_ttl_seconds)
-    replay = await svc.store.read(lambda uow: lookup_replay(uow, req, svc.policy, svc.clock))
-    if replay is not None:
-        return replay
-    return await svc.store.write(lambda uow: place_hold(uow, req, svc.policy, svc.clock, svc.ids))
+    found = await svc.store.read(lambda uow: lookup_replay(uow, req, svc.policy, svc.clock))
+    if found.reply is not None:
+        return found.reply
+    return await svc.inflight.run(
+        principal.tenant,
+        found.key,
+        lambda: svc.store.write(lambda uow: place_hold(uow, req, svc.policy, svc.clock, svc.ids)),
+    )
 
 
 async def commit(svc: Services, action: HoldAction) -> Reply:

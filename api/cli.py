@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -52,15 +53,28 @@ def _new_key(config: Config, principal: Principal) -> str:
     return made.secret
 
 
-def _serve(config: Config, demo_key: bool) -> None:
-    if demo_key:
-        secret = _new_key(config, Principal("demo", "demo-agent", "agent", 50))
-    app = build_app(bootstrap(config), config)
-    url = f"http://{config.host}:{config.port}"
-    print(f"slotward serving {url} (database {config.db_url})", flush=True)
-    if demo_key:
-        print(f"API key (tenant demo, agent demo-agent): {secret}", flush=True)
-    web.run_app(app, host=config.host, port=config.port, print=None)
+async def _serve(config: Config, demo_key: bool) -> None:
+    """Bind first, then announce: a busy port fails before anything is printed."""
+    services = bootstrap(config)
+    runner = web.AppRunner(build_app(services, config), handle_signals=False)
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await web.TCPSite(runner, config.host, config.port).start()
+        print(f"slotward serving http://{config.host}:{config.port} (database {config.db_url})")
+        if demo_key:
+            demo = Principal("demo", "demo-agent", "agent", 50)
+            made = await services.store.write(
+                lambda uow: create_key(uow, demo, services.clock, services.ids)
+            )
+            print(f"API key (tenant demo, agent demo-agent): {made.secret}")
+        sys.stdout.flush()
+        await stop.wait()
+    finally:
+        await runner.cleanup()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -70,7 +84,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = Config(**{**defaults.__dict__, "db_url": args.db})
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
-            _serve(config, args.demo_key)
+            asyncio.run(_serve(config, args.demo_key))
         elif args.command == "keys":
             principal = Principal(args.tenant, args.agent, args.role, args.priority)
             secret = _new_key(config, principal)
@@ -81,6 +95,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"schema up to date: {config.db_url}")
     except SlotwardError as error:
         print(f"slotward: {error.code}: {error.detail}", file=sys.stderr)
+        return 2
+    except OSError as error:  # for example: the port is taken
+        print(f"slotward: {error}", file=sys.stderr)
         return 2
     return 0
 

@@ -28,6 +28,7 @@ class Config:
     allow_unknown_attendees: bool = True
     retention_hours: int = 72
     key_cache_seconds: float = 10.0
+    inflight_wait_ms: int = 1000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Config:
@@ -37,13 +38,14 @@ class Config:
             db_url=env.get("SLOTWARD_DB", base.db_url),
             host=env.get("SLOTWARD_HOST", base.host),
             port=_int(env, "SLOTWARD_PORT", base.port),
-            sweep_interval_seconds=float(
-                env.get("SLOTWARD_SWEEP_INTERVAL", base.sweep_interval_seconds)
+            sweep_interval_seconds=_float(
+                env, "SLOTWARD_SWEEP_INTERVAL", base.sweep_interval_seconds
             ),
             allow_unknown_attendees=_bool(
                 env, "SLOTWARD_ALLOW_UNKNOWN_ATTENDEES", base.allow_unknown_attendees
             ),
             retention_hours=_int(env, "SLOTWARD_RETENTION_HOURS", base.retention_hours),
+            inflight_wait_ms=_int(env, "SLOTWARD_INFLIGHT_WAIT_MS", base.inflight_wait_ms),
         )
 
     def policy(self) -> Policy:
@@ -65,6 +67,21 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise InvalidRequest(
             f"{name} must be an integer, got {raw!r}", code="invalid_config"
         ) from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InvalidRequest(
+            f"{name} must be a number, got {raw!r}", code="invalid_config"
+        ) from None
+    if not value > 0:
+        raise InvalidRequest(f"{name} must be positive, got {raw!r}", code="invalid_config")
+    return value
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from slotward.api.auth import KeyCache
+from slotward.api.inflight import InFlight
 from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, Store
 
@@ -20,6 +21,7 @@ class Services:
     ids: IdGenerator
     policy: Policy
     keys: KeyCache
+    inflight: InFlight
 
 
 SERVICES = web.AppKey("services", Services)

@@ -28,7 +28,7 @@ from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
 from slotward.engine.timenorm import Interval, format_instant
 
-__all__ = ["HoldRequest", "lookup_replay", "place_hold"]
+__all__ = ["HoldRequest", "Lookup", "lookup_replay", "place_hold"]
 
 TOOL = "create_calendar_hold"
 
@@ -105,11 +105,20 @@ def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:
     return Reply(record.status_code, record.body, public_key(record.key), True, record.hold_id)
 
 
-def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock) -> Reply | None:
-    """Read-only fast path: the stored answer for this call, if there is one."""
+@dataclass(frozen=True)
+class Lookup:
+    """What a read learned of a create: its key, and its stored answer if any."""
+
+    key: str
+    reply: Reply | None
+
+
+def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock) -> Lookup:
+    """Read-only fast path: the key of this call and its stored answer, if any."""
     with uow:
         now = clock.now()
-        return _replay(uow, req, _prepare(uow, req, policy), now)
+        prep = _prepare(uow, req, policy)
+        return Lookup(public_key(prep.key), _replay(uow, req, prep, now))
 
 
 def place_hold(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,13 +19,14 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 
-from slotward.api.app import bootstrap, build_app
+from slotward.api.app import bootstrap, build_app, open_store
 from slotward.api.auth import create_key
 from slotward.api.config import Config
 from slotward.api.context import Services
 from slotward.api.sweeper import sweep_once
 from slotward.engine.clock import FixedClock
 from slotward.engine.model import Principal, Role
+from slotward.engine.ports import Store
 
 START = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 
@@ -151,12 +152,24 @@ def config_overrides() -> dict[str, Any]:
 
 
 @pytest.fixture
+def store_wrapper() -> Callable[[Store], Store] | None:
+    """Override in a test module to put a test device around the real store."""
+    return None
+
+
+@pytest.fixture
 async def server(
-    tmp_path: Path, clock: FixedClock, config_overrides: dict[str, Any]
+    tmp_path: Path,
+    clock: FixedClock,
+    config_overrides: dict[str, Any],
+    store_wrapper: Callable[[Store], Store] | None,
 ) -> AsyncIterator[Server]:
     db_path = tmp_path / "slotward.db"
     config = Config(db_url=f"sqlite+aiosqlite:///{db_path}", **config_overrides)
-    services = bootstrap(config, clock=clock)
+    store = open_store(config)
+    if store_wrapper is not None:
+        store = store_wrapper(store)
+    services = bootstrap(config, store=store, clock=clock)
     test_server = TestServer(build_app(services, config, sweep=False))
     await test_server.start_server()
     connector = aiohttp.TCPConnector(limit=200)

@@ -51,7 +51,15 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     db = tmp_path / "cli.db"
     port = _free_port()
     proc = subprocess.Popen(
-        [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port)],
+        [
+            *SLOTWARD,
+            "--db",
+            f"sqlite+aiosqlite:///{db}",
+            "serve",
+            "--port",
+            str(port),
+            "--demo-key",
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -71,7 +79,7 @@ def served(tmp_path: Path) -> Iterator[tuple[str, Path]]:
         yield base, db
     finally:
         proc.terminate()
-        proc.wait(timeout=30)
+        assert proc.wait(timeout=30) == 0  # SIGTERM is a clean shutdown
         if proc.stdout:
             proc.stdout.close()
 
@@ -113,3 +121,31 @@ def test_served_process_places_and_replays_a_hold(served: tuple[str, Path]) -> N
     assert again == first
     with urllib.request.urlopen(f"{base}/openapi.json", timeout=10) as resp:
         assert json.load(resp)["openapi"] == "3.1.0"
+
+
+def test_make_run_prints_the_url_and_a_working_key_then_a_busy_port_fails_cleanly(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "run.db"
+    port = _free_port()
+    argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port)]
+    proc = subprocess.Popen([*argv, "--demo-key"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        assert banner.startswith(f"slotward serving http://127.0.0.1:{port}")
+        key = proc.stdout.readline().strip().split()[-1]
+        assert key.startswith("sw_")
+        body = {"workflow_id": "wf", "attendees": ["a@example.com"],
+                "start": "2099-01-01T10:00:00Z", "duration_minutes": 30}  # fmt: skip
+        status, _, _ = _call(f"http://127.0.0.1:{port}/v1/holds", body, key)
+        assert status == 201
+        busy = subprocess.run([*argv, "--demo-key"], capture_output=True, text=True, timeout=60)
+        assert busy.returncode == 2
+        assert busy.stdout == ""  # nothing announced, no key minted for a server that is not up
+        assert "address already in use" in busy.stderr.lower()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        if proc.stdout:
+            proc.stdout.close()

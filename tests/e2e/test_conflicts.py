@@ -248,3 +248,17 @@ async def test_a_deleted_audit_tail_is_detected(server: Server) -> None:
     assert verify["ok"] is False
     assert verify["broken_at"] == 2
     assert verify["count"] == 1
+
+
+async def test_an_unswept_expired_hold_does_not_block(server: Server) -> None:
+    a = await server.key(agent="a")
+    b = await server.key(agent="b")
+    first = (await a.create(_body("wf-a", hold_ttl_seconds=60))).json
+    server.clock.advance(61)  # no sweep: the row still says held
+    assert server.sql("SELECT status FROM holds WHERE id = ?", first["id"]) == [("held",)]
+    taken = await b.create(_body("wf-b"))
+    assert taken.status == 201
+    assert server.overlapping_pairs() == 0
+    late = await a.commit(first["id"], first["token"])
+    assert late.status == 409
+    assert late.json["code"] == "hold_expired"

@@ -194,8 +194,12 @@ def test_lookup_replay_finds_the_stored_answer_and_nothing_else(world: World) ->
     first = world.place(request())
     before = world.snapshot()
     found = lookup_replay(world.uow(), request(), world.policy, world.clock)
-    assert found == Reply(201, first.body, first.key, True, first.hold_id)
-    assert lookup_replay(world.uow(), request(minutes=45), world.policy, world.clock) is None
+    assert found.reply == Reply(201, first.body, first.key, True, first.hold_id)
+    assert found.key == first.key
+    other = lookup_replay(world.uow(), request(minutes=45), world.policy, world.clock)
+    assert other.reply is None
+    assert other.key.startswith("idem_")
+    assert other.key != first.key
     assert world.state == before
 
 

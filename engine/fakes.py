@@ -70,6 +70,20 @@ class _Holds:
             if h.blocks_at(now) and h.start < end and h.end > start and wanted & set(h.attendees)
         ]
 
+    def stale(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[Hold]:
+        wanted = set(attendees)
+        return [
+            h
+            for h in self._of(tenant)
+            if h.status is HoldStatus.HELD
+            and h.expires_at <= now
+            and h.start < end
+            and h.end > start
+            and wanted & set(h.attendees)
+        ]
+
     def add(self, hold: Hold) -> None:
         self._state().holds[(hold.tenant, hold.id)] = hold
 

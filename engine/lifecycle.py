@@ -8,8 +8,9 @@ from datetime import datetime
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
 from slotward.engine.errors import Conflict, Forbidden, NotFound, answering_for
+from slotward.engine.expiry import expire_hold, expire_stale
 from slotward.engine.fingerprint import child_key, ledger_key, public_key
-from slotward.engine.holds import Commit, Event, Expire, Release, apply
+from slotward.engine.holds import Commit, Release, apply
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
 from slotward.engine.placing import replay_record
 from slotward.engine.policy import Policy
@@ -58,6 +59,8 @@ def commit_hold(
             moved, _ = apply(hold, Commit(token), now)
             if hold.status_at(now) is HoldStatus.EXPIRED:
                 _still_free(uow, hold, now)
+                span = (hold.start, hold.end)
+                expire_stale(uow, hold.tenant, hold.attendees, span, now, ids, keep=hold.id)
             return _finish(
                 uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
             )
@@ -140,12 +143,6 @@ def expire_due(uow: UnitOfWork, clock: Clock, ids: IdGenerator, limit: int = 500
         now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
         due = uow.holds.due_for_expiry(now, limit)
         for hold in due:
-            moved, _ = apply(hold, _EXPIRE, now)
-            uow.holds.save(moved)
-            audit(uow, hold.tenant, "system", now, "hold.expire", None, hold.id, "expired")
-            emit(uow, ids, moved, "hold.expired", now)
+            expire_hold(uow, hold, now, ids)
         uow.commit()
         return len(due)
-
-
-_EXPIRE: Event = Expire()

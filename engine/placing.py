@@ -15,6 +15,7 @@ from slotward.engine.attendees import AttendeeRef, ResolvedAttendees, resolve_at
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
 from slotward.engine.errors import SlotConflict, ValidationFailed, answering_for
+from slotward.engine.expiry import expire_stale
 from slotward.engine.fingerprint import (
     derive_key,
     hold_intent,
@@ -156,6 +157,8 @@ def _place(
               "conflict")  # fmt: skip
         uow.commit()  # the refusal is audited; nothing else of it is stored
         raise error
+    span = (claim.start, claim.end)
+    expire_stale(uow, principal.tenant, claim.attendees, span, now, ids)
     hold_id = ids.new_id("hold")
     if isinstance(decision, conflicts.Preempt):
         _preempt(uow, principal, decision.losers, hold_id, now, ids)

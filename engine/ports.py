@@ -65,6 +65,12 @@ class HoldRepository(Protocol):
         """Unexpired held and committed holds of any attendee overlapping [start, end)."""
         ...
 
+    def stale(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[Hold]:
+        """Held holds past their expiry, not yet marked, overlapping [start, end)."""
+        ...
+
     def add(self, hold: Hold) -> None: ...
 
     def save(self, hold: Hold) -> None:

@@ -63,6 +63,11 @@ _BY_IDS = (
     .where(_h.id.in_(bindparam("ids", expanding=True)), _BLOCKING)
     .order_by(_h.start_us, _h.id)
 )
+_STALE = select(t.holds).where(
+    _h.id.in_(bindparam("ids", expanding=True)),
+    _h.status == HoldStatus.HELD.value,
+    _h.expires_us <= bindparam("now"),
+)
 _DUE = (
     select(t.holds)
     .where(_h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now"))
@@ -134,6 +139,25 @@ class SqlHolds:
     def blocking(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
+        ids = self._overlapping(tenant, attendees, start, end)
+        if not ids:
+            return []
+        rows = self._conn.execute(_BY_IDS, {"ids": ids, "now": to_us(now)})
+        return [_hold(r) for r in rows]
+
+    def stale(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[Hold]:
+        ids = self._overlapping(tenant, attendees, start, end)
+        if not ids:
+            return []
+        rows = self._conn.execute(_STALE, {"ids": ids, "now": to_us(now)})
+        return [_hold(r) for r in rows]
+
+    def _overlapping(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime
+    ) -> list[str]:
+        """Ids of active holds of ``attendees`` overlapping [start, end)."""
         s = to_us(start)
         params = {
             "tenant": tenant,
@@ -142,11 +166,7 @@ class SqlHolds:
             "end": to_us(end),
             "lookback": s - self._lookback,
         }
-        ids = list(self._conn.execute(_OVERLAPPING, params).scalars())
-        if not ids:
-            return []
-        rows = self._conn.execute(_BY_IDS, {"ids": ids, "now": to_us(now)})
-        return [_hold(r) for r in rows]
+        return list(self._conn.execute(_OVERLAPPING, params).scalars())
 
     def add(self, hold: Hold) -> None:
         self._conn.execute(_INSERT, _hold_values(hold))

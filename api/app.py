@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from slotward.adapters.store.postgres import PostgresStore
 from slotward.adapters.store.sqlite import SqliteStore
 from slotward.api.auth import KeyCache
 from slotward.api.config import Config
@@ -26,12 +27,15 @@ from slotward.engine.ports import Clock, IdGenerator, Store
 __all__ = ["bootstrap", "build_app", "open_store"]
 
 
-def open_store(config: Config) -> Store:
+async def open_store(config: Config) -> Store:
     """The store named by ``config.db_url``, migrated to the current schema."""
-    return SqliteStore.open(config.db_url, config.policy().max_hold)
+    max_hold = config.policy().max_hold
+    if config.db_url.startswith(("postgresql", "postgres")):
+        return await PostgresStore.open(config.db_url, max_hold)
+    return SqliteStore.open(config.db_url, max_hold)
 
 
-def bootstrap(
+async def bootstrap(
     config: Config,
     *,
     store: Store | None = None,
@@ -39,7 +43,7 @@ def bootstrap(
     ids: IdGenerator | None = None,
 ) -> Services:
     """Wire the adapters into the engine; tests pass their own clock or store."""
-    chosen = store if store is not None else open_store(config)
+    chosen = store if store is not None else await open_store(config)
     return Services(
         store=chosen,
         clock=clock or SystemClock(),

@@ -42,20 +42,25 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     return parser
 
 
-def _new_key(config: Config, principal: Principal) -> str:
-    store = open_store(config)
+async def _new_key(config: Config, principal: Principal) -> str:
+    store = await open_store(config)
     try:
-        made = asyncio.run(
-            store.write(lambda uow: create_key(uow, principal, SystemClock(), TimeOrderedIds()))
+        made = await store.write(
+            lambda uow: create_key(uow, principal, SystemClock(), TimeOrderedIds())
         )
     finally:
-        asyncio.run(store.close())
+        await store.close()
     return made.secret
+
+
+async def _migrate(config: Config) -> None:
+    store = await open_store(config)
+    await store.close()
 
 
 async def _serve(config: Config, demo_key: bool) -> None:
     """Bind first, then announce: a busy port fails before anything is printed."""
-    services = bootstrap(config)
+    services = await bootstrap(config)
     runner = web.AppRunner(build_app(services, config), handle_signals=False)
     await runner.setup()
     stop = asyncio.Event()
@@ -87,11 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             asyncio.run(_serve(config, args.demo_key))
         elif args.command == "keys":
             principal = Principal(args.tenant, args.agent, args.role, args.priority)
-            secret = _new_key(config, principal)
+            secret = asyncio.run(_new_key(config, principal))
             print(f"created {args.role} key for tenant {args.tenant}, agent {args.agent}")
             print(secret)
         else:
-            asyncio.run(open_store(config).close())
+            asyncio.run(_migrate(config))
             print(f"schema up to date: {config.db_url}")
     except SlotwardError as error:
         print(f"slotward: {error.code}: {error.detail}", file=sys.stderr)

@@ -29,6 +29,7 @@ def put_attendee(
     normalized = sorted({normalize_email(e) for e in emails})
     chosen = attendee_id or attendee_id_for_email(principal.tenant, normalized[0])
     with uow:
+        uow.lock_tenant(principal.tenant)
         current, _ = uow.directory.lookup(principal.tenant, normalized, ())
         taken = sorted(e for e, owner in current.items() if owner != chosen)
         if taken:

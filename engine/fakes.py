@@ -236,6 +236,9 @@ class InMemoryUnitOfWork:
     ) -> None:
         self._work = None
 
+    def lock_tenant(self, tenant: str) -> None:
+        self._current()  # one transaction at a time already: only check we are in one
+
     def commit(self) -> None:
         work = self._current()
         for name in vars(work):

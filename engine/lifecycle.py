@@ -47,7 +47,8 @@ def commit_hold(
 ) -> Reply:
     """Commit a held (or expired but still free) hold; replay a repeated commit."""
     with uow:
-        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
+        uow.lock_tenant(action.principal.tenant)
+        now = clock.now()  # after the lock: writers that waited for it see fresh time
         hold = _load(uow, action)
         _owner_only(hold, action.principal, admin_too=False)
         derived = child_key(hold.key, "commit")
@@ -71,7 +72,8 @@ def release_hold(
 ) -> Reply:
     """Release a hold; a hold already expired or preempted answers as it is."""
     with uow:
-        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
+        uow.lock_tenant(action.principal.tenant)
+        now = clock.now()  # after the lock: writers that waited for it see fresh time
         hold = _load(uow, action)
         _owner_only(hold, action.principal, admin_too=True)
         derived = child_key(hold.key, "release")
@@ -138,10 +140,17 @@ def _answer(
 
 
 def expire_due(uow: UnitOfWork, clock: Clock, ids: IdGenerator, limit: int = 500) -> int:
-    """Mark held holds past their expiry as expired (the sweeper); return how many."""
+    """Mark held holds past their expiry as expired (the sweeper); return how many.
+
+    The sweeper spans tenants: it locks every tenant it found work for, in one
+    fixed order, then looks again, since another writer may have got there first.
+    """
     with uow:
-        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
-        due = uow.holds.due_for_expiry(now, limit)
+        tenants = sorted({h.tenant for h in uow.holds.due_for_expiry(clock.now(), limit)})
+        for tenant in tenants:
+            uow.lock_tenant(tenant)
+        now = clock.now()
+        due = [h for h in uow.holds.due_for_expiry(now, limit) if h.tenant in tenants]
         for hold in due:
             expire_hold(uow, hold, now, ids)
         uow.commit()

@@ -127,7 +127,8 @@ def place_hold(
 ) -> Reply:
     """Place a hold, replay the first answer, or raise a 4xx :class:`SlotwardError`."""
     with uow:
-        now = clock.now()  # after BEGIN: writers that waited for the lock see fresh time
+        uow.lock_tenant(req.principal.tenant)
+        now = clock.now()  # after the lock: writers that waited for it see fresh time
         prep = _prepare(uow, req, policy)
         with answering_for(public_key(prep.key)):
             return _place(uow, req, prep, policy, now, ids)

@@ -172,6 +172,14 @@ class UnitOfWork(Protocol):
         tb: TracebackType | None,
     ) -> None: ...
 
+    def lock_tenant(self, tenant: str) -> None:
+        """Serialize this transaction with every other write of ``tenant``.
+
+        Called first in every write use case. A store whose writers are already
+        one at a time (SQLite: BEGIN IMMEDIATE) does nothing.
+        """
+        ...
+
     def commit(self) -> None: ...
 
 

@@ -67,8 +67,9 @@ class PgServer:
             "-d", database, "-v", "ON_ERROR_STOP=1", "-At", "-c", sql,
         )  # fmt: skip
 
-    def create_database(self, name: str) -> str:
-        self.psql(f'CREATE DATABASE "{name}"')
+    def create_database(self, name: str, template: str | None = None) -> str:
+        copy = f' TEMPLATE "{template}"' if template else ""
+        self.psql(f'CREATE DATABASE "{name}"{copy}')
         return self.url(name)
 
     def stop(self) -> None:

@@ -175,3 +175,40 @@ def test_the_clock_rule_catches_a_read_before_the_transaction() -> None:
     fresh = ast.parse("def f(uow, clock):\n    with uow:\n        now = clock.now()\n")
     assert _clock_reads_outside_a_transaction(stale) == [2]
     assert _clock_reads_outside_a_transaction(fresh) == []
+
+
+def _commits_without_tenant_lock(tree: ast.AST) -> list[str]:
+    """Functions that call ``uow.commit()`` but never ``uow.lock_tenant(...)``."""
+    bad = []
+    for fn in ast.walk(tree):
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        calls = {
+            node.func.attr
+            for node in ast.walk(fn)
+            if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "uow"
+        }
+        opens = any(
+            isinstance(node, ast.With)
+            and any(isinstance(i.context_expr, ast.Name) and i.context_expr.id == "uow"
+                    for i in node.items)
+            for node in ast.walk(fn)
+        )  # fmt: skip
+        if opens and "commit" in calls and "lock_tenant" not in calls:
+            bad.append(fn.name)
+    return bad
+
+
+@pytest.mark.parametrize("path", _modules("engine"), ids=lambda p: p.name)
+def test_write_use_cases_lock_their_tenant(path: Path) -> None:
+    """On PostgreSQL the tenant lock is what serializes a tenant's writers."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    assert _commits_without_tenant_lock(tree) == [], path.name
+
+
+def test_the_tenant_lock_rule_catches_a_write_without_it() -> None:
+    code = "def f(uow):\n    with uow:\n        uow.commit()\n"
+    assert _commits_without_tenant_lock(ast.parse(code)) == ["f"]

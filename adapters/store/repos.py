@@ -8,7 +8,7 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, update
+from sqlalchemy import Connection, bindparam, insert, select, text, update
 from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
@@ -57,6 +57,7 @@ _HEAD_MOVE = (
     .values(seq=bindparam("v_seq"), hash=bindparam("v_hash"))
 )
 _OUTBOX_ADD = insert(t.outbox)
+_TENANT_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:tenant, 0))")
 _KEY_FIND = select(t.api_keys).where(
     t.api_keys.c.key_hash == bindparam("key_hash"), t.api_keys.c.revoked_us.is_(None)
 )
@@ -266,9 +267,11 @@ class SqlKeys:
 
 
 class SqlUnitOfWork:
-    """One transaction on ``conn``; ``begin`` is the SQL that opens it."""
+    """One transaction on ``conn``; ``begin`` is the SQL that opens it, if any."""
 
-    def __init__(self, conn: Connection, max_hold: timedelta, *, begin: str = "BEGIN") -> None:
+    def __init__(
+        self, conn: Connection, max_hold: timedelta, *, begin: str | None = "BEGIN"
+    ) -> None:
         self._conn = conn
         self._begin = begin
         self.holds = SqlHolds(conn, max_hold)
@@ -279,7 +282,8 @@ class SqlUnitOfWork:
         self.keys = SqlKeys(conn)
 
     def __enter__(self) -> SqlUnitOfWork:
-        self._conn.exec_driver_sql(self._begin)
+        if self._begin is not None:  # None: the driver layer begins it
+            self._conn.exec_driver_sql(self._begin)
         return self
 
     def __exit__(
@@ -290,6 +294,13 @@ class SqlUnitOfWork:
     ) -> None:
         if self._conn.in_transaction():
             self._conn.rollback()
+
+    def lock_tenant(self, tenant: str) -> None:
+        # SQLite writers already hold the database lock (BEGIN IMMEDIATE). On
+        # PostgreSQL a transaction-scoped advisory lock per tenant orders the
+        # tenant's writers; a hash collision only makes two tenants share it.
+        if self._conn.dialect.name == "postgresql":
+            self._conn.execute(_TENANT_LOCK, {"tenant": tenant})
 
     def commit(self) -> None:
         self._conn.commit()

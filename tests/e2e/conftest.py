@@ -8,8 +8,7 @@ sweeper is off so tests decide when it runs (``sweep``).
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -18,6 +17,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from sqlalchemy import Engine, create_engine, inspect, text
+from sqlalchemy.pool import NullPool
 
 from slotward.api.app import bootstrap, build_app, open_store
 from slotward.api.auth import create_key
@@ -27,6 +28,8 @@ from slotward.api.sweeper import sweep_once
 from slotward.engine.clock import FixedClock
 from slotward.engine.model import Principal, Role
 from slotward.engine.ports import Store
+from tests.conftest import TEMPLATE
+from tests.pgserver import PgServer
 
 START = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 
@@ -97,7 +100,7 @@ class Client:
 class Server:
     services: Services
     clock: FixedClock
-    db_path: Path
+    db: Engine  # a plain synchronous connection to the same database, for checks
     base: str
     session: aiohttp.ClientSession
 
@@ -117,9 +120,17 @@ class Server:
         return await sweep_once(self.services)
 
     def sql(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
-        """Read the database file directly, as an operator would."""
-        with sqlite3.connect(self.db_path) as conn:
-            return conn.execute(query, params).fetchall()
+        """Run SQL on the database directly, as an operator would (``?`` placeholders)."""
+        parts = query.split("?")
+        named = "".join(f"{part}:p{i}" for i, part in enumerate(parts[:-1])) + parts[-1]
+        with self.db.begin() as conn:
+            result = conn.execute(text(named), {f"p{i}": v for i, v in enumerate(params)})
+            return [tuple(row) for row in result] if result.returns_rows else []
+
+    def table_counts(self) -> dict[str, int]:
+        """Row counts of every table of the database."""
+        names = inspect(self.db).get_table_names()
+        return {n: self.sql(f'SELECT count(*) FROM "{n}"')[0][0] for n in names}
 
     def counts(self) -> dict[str, int]:
         tables = ("holds", "ledger", "audit_log", "outbox", "hold_attendees", "attendees")
@@ -136,8 +147,8 @@ class Server:
             JOIN holds ha ON ha.id = a.hold_id JOIN holds hb ON hb.id = b.hold_id
             WHERE {live.replace("h.", "ha.")} AND {live.replace("h.", "hb.")}
         """
-        with sqlite3.connect(self.db_path) as conn:
-            return int(conn.execute(query, {"now": now_us}).fetchone()[0])
+        with self.db.connect() as conn:
+            return int(conn.execute(text(query), {"now": now_us}).scalar_one())
 
 
 @pytest.fixture
@@ -157,25 +168,47 @@ def store_wrapper() -> Callable[[Store], Store] | None:
     return None
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Engine]]:
+    """Every scenario runs on a fresh SQLite file and on a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        path = tmp_path / "slotward.db"
+        url, sync_url = f"sqlite+aiosqlite:///{path}", f"sqlite:///{path}"
+    else:
+        # One migrated database for the run, emptied before each test: creating
+        # a database per test cost more than most tests.
+        pg: PgServer = request.getfixturevalue("postgres")
+        url = pg.url(TEMPLATE)
+        sync_url = url.replace("+asyncpg", "+psycopg")
+    engine = create_engine(sync_url, poolclass=NullPool)
+    if request.param == "postgres":
+        tables = [t for t in inspect(engine).get_table_names() if t != "alembic_version"]
+        with engine.begin() as conn:
+            for table in tables:
+                conn.execute(text(f"DELETE FROM {table}"))
+    yield url, engine
+    engine.dispose()
+
+
 @pytest.fixture
 async def server(
-    tmp_path: Path,
+    database: tuple[str, Engine],
     clock: FixedClock,
     config_overrides: dict[str, Any],
     store_wrapper: Callable[[Store], Store] | None,
 ) -> AsyncIterator[Server]:
-    db_path = tmp_path / "slotward.db"
-    config = Config(db_url=f"sqlite+aiosqlite:///{db_path}", **config_overrides)
-    store = open_store(config)
+    url, db = database
+    config = Config(db_url=url, **config_overrides)
+    store = await open_store(config)
     if store_wrapper is not None:
         store = store_wrapper(store)
-    services = bootstrap(config, store=store, clock=clock)
+    services = await bootstrap(config, store=store, clock=clock)
     test_server = TestServer(build_app(services, config, sweep=False))
     await test_server.start_server()
     connector = aiohttp.TCPConnector(limit=200)
     async with aiohttp.ClientSession(connector=connector) as session:
         base = str(test_server.make_url("")).rstrip("/")
-        yield Server(services, clock, db_path, base, session)
+        yield Server(services, clock, db, base, session)
     await test_server.close()
 
 

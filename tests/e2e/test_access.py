@@ -42,12 +42,7 @@ def _problem(answer: Answer, status: int, code: str) -> dict[str, Any]:
 
 
 def _tables(server: Server) -> dict[str, int]:
-    names = [
-        r[0]
-        for r in server.sql("SELECT name FROM sqlite_master WHERE type = 'table'")
-        if not r[0].startswith("sqlite_")
-    ]
-    return {n: server.sql(f'SELECT count(*) FROM "{n}"')[0][0] for n in names}
+    return server.table_counts()
 
 
 # -- keys -----------------------------------------------------------------------------

@@ -44,12 +44,7 @@ def nested(depth: int) -> str:
 
 def snapshot(server: Server) -> dict[str, int]:
     """Row counts of every table of the database (more than ``server.counts()``)."""
-    names = [
-        row[0]
-        for row in server.sql("SELECT name FROM sqlite_master WHERE type = 'table'")
-        if not row[0].startswith("sqlite_")
-    ]
-    counts = {name: server.sql(f'SELECT count(*) FROM "{name}"')[0][0] for name in names}
+    counts = server.table_counts()
     for table in ("holds", "ledger", "audit_log", "outbox", "hold_attendees", "attendees"):
         assert table in counts
     return counts

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from typing import Any
 
 from slotward.engine.fingerprint import child_key
@@ -201,8 +200,7 @@ async def test_every_change_is_in_the_audit_chain_and_it_verifies(server: Server
     verify = (await a.get("/v1/audit/verify")).json
     assert verify == {"ok": True, "count": 3, "head": audit[-1]["hash"]}
     # The chain is tamper-evident: change one row and verify fails.
-    with sqlite3.connect(server.db_path) as conn:
-        conn.execute("UPDATE audit_log SET actor = 'mallory' WHERE seq = 2")
+    server.sql("UPDATE audit_log SET actor = 'mallory' WHERE seq = 2")
     broken = (await a.get("/v1/audit/verify")).json
     assert broken["ok"] is False
     assert broken["broken_at"] == 2
@@ -242,8 +240,7 @@ async def test_a_deleted_audit_tail_is_detected(server: Server) -> None:
     await agent.create(_body("wf-1"))
     await agent.create(_body("wf-2", attendees=["sam@example.com"]))
     assert (await agent.get("/v1/audit/verify")).json["ok"] is True
-    with sqlite3.connect(server.db_path) as conn:
-        conn.execute("DELETE FROM audit_log WHERE seq = 2")
+    server.sql("DELETE FROM audit_log WHERE seq = 2")
     verify = (await agent.get("/v1/audit/verify")).json
     assert verify["ok"] is False
     assert verify["broken_at"] == 2

@@ -1,0 +1,38 @@
+"""Suite-wide fixtures: one throwaway PostgreSQL server for the whole run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from datetime import timedelta
+
+import pytest
+
+from slotward.adapters.store.postgres import PostgresStore
+from tests.pgserver import PgServer, find_binaries, start_postgres
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[PgServer]:
+    """Started on first use, stopped at the end. Missing binaries skip the
+    PostgreSQL half of the suite on a laptop, and fail it on CI (CI=true)."""
+    if find_binaries() is None:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but the PostgreSQL binaries (initdb, pg_ctl) are missing")
+        pytest.skip("PostgreSQL binaries not installed")
+    server = start_postgres()
+    try:
+        url = server.create_database(TEMPLATE)
+        asyncio.run(_migrate(url))  # once: each test copies the migrated template
+        yield server
+    finally:
+        server.stop()
+
+
+TEMPLATE = "slotward_template"
+
+
+async def _migrate(url: str) -> None:
+    store = await PostgresStore.open(url, timedelta(hours=24))
+    await store.close()

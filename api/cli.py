@@ -5,15 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import signal
 import sys
 from collections.abc import Sequence
 
-from aiohttp import web
-
-from slotward.api.app import bootstrap, build_app, open_store
+from slotward.api.app import open_store
 from slotward.api.auth import ROLES, create_key
 from slotward.api.config import Config
+from slotward.api.serving import serve
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Principal
@@ -31,6 +29,10 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     serve.add_argument(
         "--demo-key", action="store_true",
         help="create an agent key for tenant 'demo' and print it (make run uses this)",
+    )  # fmt: skip
+    serve.add_argument(
+        "--workers", type=int, default=1,
+        help="server processes sharing the port (SO_REUSEPORT); use PostgreSQL beyond one",
     )  # fmt: skip
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys", required=True)
     create = keys.add_parser("create", help="create a key; prints it as the last line")
@@ -58,30 +60,6 @@ async def _migrate(config: Config) -> None:
     await store.close()
 
 
-async def _serve(config: Config, demo_key: bool) -> None:
-    """Bind first, then announce: a busy port fails before anything is printed."""
-    services = await bootstrap(config)
-    runner = web.AppRunner(build_app(services, config), handle_signals=False)
-    await runner.setup()
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    try:
-        await web.TCPSite(runner, config.host, config.port).start()
-        print(f"slotward serving http://{config.host}:{config.port} (database {config.db_url})")
-        if demo_key:
-            demo = Principal("demo", "demo-agent", "agent", 50)
-            made = await services.store.write(
-                lambda uow: create_key(uow, demo, services.clock, services.ids)
-            )
-            print(f"API key (tenant demo, agent demo-agent): {made.secret}")
-        sys.stdout.flush()
-        await stop.wait()
-    finally:
-        await runner.cleanup()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         defaults = Config.from_env(os.environ)
@@ -89,7 +67,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         config = Config(**{**defaults.__dict__, "db_url": args.db})
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
-            asyncio.run(_serve(config, args.demo_key))
+            serve(config, demo_key=args.demo_key, workers=args.workers)
         elif args.command == "keys":
             principal = Principal(args.tenant, args.agent, args.role, args.priority)
             secret = asyncio.run(_new_key(config, principal))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from aiohttp import web
@@ -79,7 +80,9 @@ async def put_attendee_handler(request: web.Request) -> web.Response:
 
 
 async def health_handler(request: web.Request) -> web.Response:
-    return calls.json_response({"status": "ok"})
+    # The process id tells an operator (and the multi-process test) which of
+    # the `--workers` processes answered; it carries no tenant data.
+    return calls.json_response({"status": "ok", "process": os.getpid()})
 
 
 async def openapi_handler(request: web.Request) -> web.Response:

@@ -258,4 +258,7 @@ ATTENDEE = Shape(
         Field("emails", "array", required=True, items=Field("email", "string")),
     ),
 )
-HEALTH = Shape("Health", (Field("status", "string", required=True),))
+HEALTH = Shape(
+    "Health",
+    (Field("status", "string", required=True), Field("process", "integer", required=True)),
+)

@@ -24,13 +24,15 @@ def postgres() -> Iterator[PgServer]:
     server = start_postgres()
     try:
         url = server.create_database(TEMPLATE)
-        asyncio.run(_migrate(url))  # once: each test copies the migrated template
+        asyncio.run(_migrate(url))  # once: databases are copies of the migrated template
+        server.create_database(SHARED, template=TEMPLATE)
         yield server
     finally:
         server.stop()
 
 
-TEMPLATE = "slotward_template"
+TEMPLATE = "slotward_template"  # migrated, empty, never used directly
+SHARED = "slotward_tests"  # emptied before each test that uses it
 
 
 async def _migrate(url: str) -> None:

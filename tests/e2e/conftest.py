@@ -28,7 +28,7 @@ from slotward.api.sweeper import sweep_once
 from slotward.engine.clock import FixedClock
 from slotward.engine.model import Principal, Role
 from slotward.engine.ports import Store
-from tests.conftest import TEMPLATE
+from tests.conftest import SHARED
 from tests.pgserver import PgServer
 
 START = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
@@ -178,7 +178,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[s
         # One migrated database for the run, emptied before each test: creating
         # a database per test cost more than most tests.
         pg: PgServer = request.getfixturevalue("postgres")
-        url = pg.url(TEMPLATE)
+        url = pg.url(SHARED)
         sync_url = url.replace("+asyncpg", "+psycopg")
     engine = create_engine(sync_url, poolclass=NullPool)
     if request.param == "postgres":

@@ -1,0 +1,212 @@
+"""Four server processes on one PostgreSQL, raced by 400 clients.
+
+`slotward serve --workers 4` runs four processes on one port; every request
+opens its own connection, so the kernel spreads them over the processes. The
+clients claim 20 slots with mixed priorities, and a third of them retry with
+the same call reworded. Afterwards the database must show: no two live or
+committed holds of an attendee overlap, one hold per intent, every duplicate
+answered from the ledger, preemption only by a strictly higher priority, and
+an audit chain that verifies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import timedelta
+from functools import partial
+from typing import Any
+
+import aiohttp
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.pool import NullPool
+
+from slotward.adapters.store.postgres import PostgresStore
+from slotward.api.auth import create_key
+from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.model import Principal
+from tests.conftest import TEMPLATE
+from tests.pgserver import PgServer
+
+WORKERS = 4
+CLIENTS = 400
+SLOTS = 20
+CLI = [sys.executable, "-m", "slotward.api.cli"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@pytest.fixture
+def cluster(postgres: PgServer) -> Iterator[tuple[str, str]]:
+    url = postgres.create_database("multiprocess", template=TEMPLATE)
+    port = _free_port()
+    proc = subprocess.Popen(
+        [*CLI, "--db", url, "serve", "--port", str(port), "--workers", str(WORKERS)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "SLOTWARD_SWEEP_INTERVAL": "0.2"},
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_up(base, proc)
+        yield base, url
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def _wait_until_up(base: str, proc: subprocess.Popen[str]) -> None:
+    import urllib.request
+
+    deadline = time.monotonic() + 60
+    while True:  # readiness, bounded; not a timing assertion
+        try:
+            urllib.request.urlopen(f"{base}/healthz", timeout=1).close()
+            return
+        except OSError:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("cluster did not start") from None
+            time.sleep(0.1)
+
+
+async def _keys(url: str, priorities: list[int]) -> list[str]:
+    store = await PostgresStore.open(url, timedelta(hours=24))
+    clock, ids = SystemClock(), TimeOrderedIds()
+    secrets = []
+    try:
+        for agent, priority in enumerate(priorities):
+            principal = Principal("race", f"agent-{agent}", "agent", priority)
+            made = await store.write(partial(create_key, principal=principal, clock=clock, ids=ids))
+            secrets.append(made.secret)
+    finally:
+        await store.close()
+    return secrets
+
+
+def _claims(rng: random.Random) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
+    """(agent index, call, the same call reworded) for each client."""
+    out = []
+    for i in range(CLIENTS):
+        slot = rng.randrange(SLOTS)
+        room = f"room-{slot % 5}@example.com"
+        start_minute = (slot // 5) * 30 + rng.choice([0, 15])
+        hour, minute = 9 + start_minute // 60, start_minute % 60
+        call = {
+            "workflow_id": f"wf-{i}",
+            "step": 1,
+            "attendees": [room],
+            "start": f"2031-05-06T{hour:02d}:{minute:02d}:00Z",
+            "duration_minutes": 30,
+            "title": f"meeting {i}",
+        }
+        reworded = {
+            **call,
+            "attendees": [f"  {room.upper()} "],
+            "start": f"2031-05-06T{hour + 2:02d}:{minute:02d}:00+02:00",
+            "title": f"Meeting #{i} (retry)",
+            "agent_thought": "the first call timed out",
+        }
+        out.append((i % 40, call, reworded))
+    return out
+
+
+async def _post(session: aiohttp.ClientSession, url: str, key: str, body: Any) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {key}"}
+    async with session.post(url, data=json.dumps(body), headers=headers) as resp:
+        return {
+            "status": resp.status,
+            "body": await resp.read(),
+            "replayed": resp.headers.get("Idempotent-Replayed"),
+            "key": resp.headers.get("Idempotency-Key"),
+        }
+
+
+async def test_four_processes_keep_every_promise(cluster: tuple[str, str]) -> None:
+    base, url = cluster
+    rng = random.Random(11)
+    priorities = [rng.choice([10, 50, 90]) for _ in range(40)]
+    keys = await _keys(url, priorities)
+    plan = _claims(rng)
+    calls = [(i, a, body) for i, (a, call, again) in enumerate(plan) for body in (call,)]
+    calls += [(i, a, again) for i, (a, _, again) in enumerate(plan) if i % 3 == 0]
+    calls += [(i, a, call) for i, (a, call, _) in enumerate(plan) if i % 5 == 0]
+    rng.shuffle(calls)
+    connector = aiohttp.TCPConnector(force_close=True, limit=CLIENTS)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        answers = await asyncio.gather(
+            *(_post(session, f"{base}/v1/holds", keys[a], body) for _, a, body in calls)
+        )
+        verify_answer = await _post_get(session, f"{base}/v1/audit/verify", keys[0])
+        health = [await _post_get(session, f"{base}/healthz", keys[0]) for _ in range(40)]
+    assert len({h["process"] for h in health}) > 1  # the port really is shared
+    by_intent: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    for (i, _, _), answer in zip(calls, answers, strict=True):
+        assert answer["status"] in (201, 409), answer
+        by_intent[i].append(answer)
+    for answers_of_one in by_intent.values():
+        wins = [a for a in answers_of_one if a["status"] == 201]
+        assert len({a["body"] for a in wins}) <= 1  # every duplicate got the first answer
+        assert sum(a["replayed"] == "false" for a in wins) <= 1
+        assert len({a["key"] for a in answers_of_one}) == 1  # one key per intent
+    _check_database(url)
+    assert verify_answer["ok"] is True
+    assert verify_answer["count"] > 0
+
+
+async def _post_get(session: aiohttp.ClientSession, url: str, key: str) -> dict[str, Any]:
+    async with session.get(url, headers={"Authorization": f"Bearer {key}"}) as resp:
+        found: dict[str, Any] = await resp.json()
+        return found
+
+
+def _check_database(url: str) -> None:
+    engine = create_engine(url.replace("+asyncpg", "+psycopg"), poolclass=NullPool)
+    try:
+        with engine.connect() as conn:
+            overlaps = conn.execute(text(OVERLAPS)).scalar_one()
+            per_intent = conn.execute(text(PER_INTENT)).scalar_one()
+            bad_preemptions = conn.execute(text(BAD_PREEMPTIONS)).scalar_one()
+            holds = conn.execute(text("SELECT count(*) FROM holds")).scalar_one()
+    finally:
+        engine.dispose()
+    assert holds > 0
+    assert overlaps == 0
+    assert per_intent == 1
+    assert bad_preemptions == 0
+
+
+LIVE = "(h.status = 'committed' OR (h.status = 'held' AND h.expires_us > {now}))"
+NOW_US = "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
+OVERLAPS = f"""
+    SELECT count(*) FROM hold_attendees a
+    JOIN hold_attendees b ON a.tenant = b.tenant AND a.attendee = b.attendee
+         AND a.hold_id < b.hold_id AND a.start_us < b.end_us AND b.start_us < a.end_us
+    JOIN holds ha ON ha.id = a.hold_id JOIN holds hb ON hb.id = b.hold_id
+    WHERE {LIVE.replace("h.", "ha.").format(now=NOW_US)}
+      AND {LIVE.replace("h.", "hb.").format(now=NOW_US)}
+"""
+PER_INTENT = """
+    SELECT max(n) FROM (
+        SELECT count(*) AS n FROM holds GROUP BY tenant, workflow_id, intent_fp
+    ) AS per_intent
+"""
+BAD_PREEMPTIONS = """
+    SELECT count(*) FROM holds loser JOIN holds winner ON winner.id = loser.preempted_by
+    WHERE loser.status = 'preempted' AND winner.priority <= loser.priority
+"""

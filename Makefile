@@ -21,7 +21,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy -p slotward
-	$(BIN)/mypy tests
+	$(BIN)/mypy tests benchmarks
 
 test: lint typecheck
 	$(BIN)/pytest

@@ -50,8 +50,10 @@ def _sqlstate(exc: DBAPIError) -> str | None:
 def _engine(url: str, **options: Any) -> AsyncEngine:
     return create_async_engine(
         url,
-        pool_size=10,
-        max_overflow=10,
+        # Two pools (writes, reads) of at most 10 each: 4 workers stay within
+        # PostgreSQL's default max_connections of 100.
+        pool_size=5,
+        max_overflow=5,
         pool_pre_ping=False,
         connect_args={
             # asyncpg prepares every statement; under the default plan cache

@@ -16,14 +16,16 @@ prevent, is retried a bounded number of times. See docs/concurrency.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
@@ -87,7 +89,7 @@ class PostgresStore:
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                async with self._writer.connect() as conn:
+                async with _connection(self._writer) as conn:
                     return await conn.run_sync(self._bind(fn))
             except DBAPIError as exc:
                 if _sqlstate(exc) not in RETRYABLE_SQLSTATES or attempt == MAX_ATTEMPTS:
@@ -99,7 +101,7 @@ class PostgresStore:
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
         try:
-            async with self._reader.connect() as conn:
+            async with _connection(self._reader) as conn:
                 return await conn.run_sync(self._bind(fn))
         except DBAPIError as exc:
             _raise_translated(exc)
@@ -112,6 +114,20 @@ class PostgresStore:
     async def close(self) -> None:
         await self._writer.dispose()
         await self._reader.dispose()
+
+
+@contextlib.asynccontextmanager
+async def _connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
+    """A pooled connection; an exhausted pool is a 503 the client may retry."""
+    conn = engine.connect()
+    try:
+        await conn.start()
+    except PoolTimeout as exc:
+        raise Unavailable("no database connection free; retry shortly", retry_after=1) from exc
+    try:
+        yield conn
+    finally:
+        await conn.close()
 
 
 def _migrate(conn: Connection) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -46,47 +47,57 @@ def commit_hold(
     uow: UnitOfWork, action: HoldAction, policy: Policy, clock: Clock, ids: IdGenerator
 ) -> Reply:
     """Commit a held (or expired but still free) hold; replay a repeated commit."""
-    with uow:
-        uow.lock_tenant(action.principal.tenant)
-        now = clock.now()  # after the lock: writers that waited for it see fresh time
-        hold = _load(uow, action)
-        _owner_only(hold, action.principal, admin_too=False)
-        derived = child_key(hold.key, "commit")
-        with answering_for(public_key(ledger_key(action.client_key, derived))):
-            replay = _recorded(uow, hold, action, derived)
-            if replay is not None:
-                return replay
-            token = action.token if action.token is not None else -1
-            moved, _ = apply(hold, Commit(token), now)
-            if hold.status_at(now) is HoldStatus.EXPIRED:
-                _still_free(uow, hold, now)
-                span = (hold.start, hold.end)
-                expire_stale(uow, hold.tenant, hold.attendees, span, now, ids, keep=hold.id)
-            return _finish(
-                uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
-            )
+
+    def commit(hold: Hold, now: datetime, derived: str) -> Reply:
+        token = action.token if action.token is not None else -1
+        moved, _ = apply(hold, Commit(token), now)
+        if hold.status_at(now) is HoldStatus.EXPIRED:
+            _still_free(uow, hold, now)
+            span = (hold.start, hold.end)
+            expire_stale(uow, hold.tenant, hold.attendees, span, now, ids, keep=hold.id)
+        return _finish(
+            uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
+        )
+
+    return _act(uow, action, clock, "commit", commit)
 
 
 def release_hold(
     uow: UnitOfWork, action: HoldAction, policy: Policy, clock: Clock, ids: IdGenerator
 ) -> Reply:
-    """Release a hold; a hold already expired or preempted answers as it is."""
+    """Release a hold; a hold already preempted or released answers as it is."""
+
+    def release(hold: Hold, now: datetime, derived: str) -> Reply:
+        moved, changed = apply(hold, Release(), now)
+        if not changed:
+            return _answer(uow, action, moved, derived, policy, now)
+        return _finish(
+            uow, action, moved, "hold.release", "hold.released", derived, policy, now, ids
+        )
+
+    return _act(uow, action, clock, "release", release)
+
+
+def _act(
+    uow: UnitOfWork,
+    action: HoldAction,
+    clock: Clock,
+    kind: str,
+    decide: Callable[[Hold, datetime, str], Reply],
+) -> Reply:
+    """What commit and release share: lock, load, check the owner, replay or decide.
+
+    Only the owner commits; the owner or an admin of the tenant releases.
+    """
     with uow:
         uow.lock_tenant(action.principal.tenant)
         now = clock.now()  # after the lock: writers that waited for it see fresh time
         hold = _load(uow, action)
-        _owner_only(hold, action.principal, admin_too=True)
-        derived = child_key(hold.key, "release")
+        _owner_only(hold, action.principal, admin_too=kind == "release")
+        derived = child_key(hold.key, kind)
         with answering_for(public_key(ledger_key(action.client_key, derived))):
             replay = _recorded(uow, hold, action, derived)
-            if replay is not None:
-                return replay
-            moved, changed = apply(hold, Release(), now)
-            if not changed:
-                return _answer(uow, action, moved, derived, policy, now)
-            return _finish(
-                uow, action, moved, "hold.release", "hold.released", derived, policy, now, ids
-            )
+            return replay if replay is not None else decide(hold, now, derived)
 
 
 def _recorded(uow: UnitOfWork, hold: Hold, action: HoldAction, derived: str) -> Reply | None:

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import os
 import signal
 import sys
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -35,16 +37,27 @@ def serve(config: Config, *, demo_key: bool, workers: int) -> None:
     for child in children:
         child.start()
     try:
-        asyncio.run(_serve_one(config, demo_key=demo_key, reuse_port=True, workers=workers))
+        asyncio.run(
+            _serve_one(config, demo_key=demo_key, reuse_port=True, workers=workers,
+                       watch=lambda: all(c.is_alive() for c in children))
+        )  # fmt: skip
     finally:
         for child in children:
             child.terminate()  # SIGTERM: each stops cleanly
         for child in children:
             child.join(timeout=30)
+    if any(c.exitcode not in (0, -signal.SIGTERM) for c in children):
+        raise SystemExit("slotward: a worker process died; stopped the others")
 
 
 def _child(config: Config) -> None:
-    asyncio.run(_serve_one(config, demo_key=False, reuse_port=True, announce=False))
+    parent = os.getppid()
+    # A worker must not outlive its parent (kill -9 included), or it would go
+    # on serving the port beside a new server.
+    asyncio.run(
+        _serve_one(config, demo_key=False, reuse_port=True, announce=False,
+                   watch=lambda: os.getppid() == parent)
+    )  # fmt: skip
 
 
 async def _migrate(config: Config) -> None:
@@ -59,12 +72,14 @@ async def _serve_one(
     reuse_port: bool,
     announce: bool = True,
     workers: int = 1,
+    watch: Callable[[], bool] | None = None,
 ) -> None:
     """Bind first, then announce: a busy port fails before anything is printed."""
     services = await bootstrap(config)
     runner = web.AppRunner(build_app(services, config), handle_signals=False)
     await runner.setup()
     stop = asyncio.Event()
+    watcher: asyncio.Task[None] | None = None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
@@ -82,6 +97,18 @@ async def _serve_one(
             )
             print(f"API key (tenant demo, agent demo-agent): {made.secret}")
         sys.stdout.flush()
+        if watch is not None:
+            watcher = asyncio.create_task(_watch(watch, stop))
         await stop.wait()
     finally:
+        if watcher is not None:
+            watcher.cancel()
         await runner.cleanup()
+
+
+async def _watch(healthy: Callable[[], bool], stop: asyncio.Event) -> None:
+    """Stop when the process group falls apart (a parent or a sibling gone)."""
+    # Nothing signals a parent's death or a sibling's exit to us: poll.
+    while healthy():  # noqa: ASYNC110
+        await asyncio.sleep(0.5)
+    stop.set()

@@ -20,10 +20,10 @@ log = logging.getLogger("slotward.sweeper")
 async def sweep_once(svc: Services, batch: int = 500) -> int:
     """Expire everything due now, in batches; return how many holds expired."""
     total = 0
-    while True:
+    while True:  # one tenant per transaction, until nothing is due
         n = await svc.store.write(lambda uow: expire_due(uow, svc.clock, svc.ids, batch))
         total += n
-        if n < batch:
+        if n == 0:
             return total
 
 

@@ -151,17 +151,21 @@ def _answer(
 
 
 def expire_due(uow: UnitOfWork, clock: Clock, ids: IdGenerator, limit: int = 500) -> int:
-    """Mark held holds past their expiry as expired (the sweeper); return how many.
+    """Mark one tenant's held holds past their expiry as expired; return how many.
 
-    The sweeper spans tenants: it locks every tenant it found work for, in one
-    fixed order, then looks again, since another writer may have got there first.
+    The sweeper calls it until it returns 0. One tenant per transaction, so the
+    sweeper holds one tenant lock at a time and never makes one tenant wait for
+    another's sweep; it looks again after the lock, since another writer (or
+    another process's sweeper) may have got there first.
     """
     with uow:
-        tenants = sorted({h.tenant for h in uow.holds.due_for_expiry(clock.now(), limit)})
-        for tenant in tenants:
-            uow.lock_tenant(tenant)
+        first = uow.holds.due_for_expiry(clock.now(), 1)
+        if not first:
+            return 0
+        tenant = first[0].tenant
+        uow.lock_tenant(tenant)
         now = clock.now()
-        due = [h for h in uow.holds.due_for_expiry(now, limit) if h.tenant in tenants]
+        due = [h for h in uow.holds.due_for_expiry(now, limit) if h.tenant == tenant]
         for hold in due:
             expire_hold(uow, hold, now, ids)
         uow.commit()

@@ -93,6 +93,16 @@ def start_postgres() -> PgServer:
         shutil.chown(root, USER)
         as_user = ["runuser", "-u", USER, "--"]
     server = PgServer(bin_dir, root, _free_port(), as_user)
+    try:
+        _init_and_start(server, bin_dir)
+    except BaseException:
+        server.stop()  # no half-started server or folder left behind
+        raise
+    return server
+
+
+def _init_and_start(server: PgServer, bin_dir: Path) -> None:
+    root = server.root
     server.run(
         str(bin_dir / "initdb"), "-D", str(server.data), "-U", USER, "-A", "trust",
         "--no-sync", "-E", "UTF8", "--locale=C",
@@ -106,4 +116,3 @@ def start_postgres() -> PgServer:
         str(bin_dir / "pg_ctl"), "-D", str(server.data), "-o", options,
         "-l", str(root / "server.log"), "-w", "-t", "60", "start",
     )  # fmt: skip
-    return server

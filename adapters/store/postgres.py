@@ -56,19 +56,25 @@ def _engine(url: str, **options: Any) -> AsyncEngine:
         # PostgreSQL's default max_connections of 100.
         pool_size=5,
         max_overflow=5,
-        pool_pre_ping=False,
+        pool_pre_ping=True,  # after a database restart, stale connections are replaced
         connect_args={
-            # asyncpg prepares every statement; under the default plan cache
-            # mode the overlap query fell to a generic plan with a sequential
-            # scan. Custom plans keep it on the index (docs/concurrency.md).
-            "server_settings": {"plan_cache_mode": "force_custom_plan"},
+            "server_settings": {
+                # asyncpg prepares every statement; under the default plan cache
+                # mode the overlap query fell to a generic plan with a sequential
+                # scan. Custom plans keep it on the index (docs/concurrency.md).
+                "plan_cache_mode": "force_custom_plan",
+                # A stuck holder of a tenant lock must not hold that tenant (and
+                # this process's pool) forever: waiters give up with a 503.
+                "lock_timeout": "5s",
+                "idle_in_transaction_session_timeout": "30s",
+            },
         },
         **options,
     )
 
 
 class PostgresStore:
-    """Runs use cases on PostgreSQL: SERIALIZABLE writes, snapshot reads."""
+    """Runs use cases on PostgreSQL: tenant-locked writes, snapshot reads."""
 
     def __init__(self, url: str, max_hold: timedelta) -> None:
         self._max_hold = max_hold
@@ -124,6 +130,8 @@ async def _connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
         await conn.start()
     except PoolTimeout as exc:
         raise Unavailable("no database connection free; retry shortly", retry_after=1) from exc
+    except OSError as exc:  # refused, unreachable: asyncpg raises these unwrapped
+        raise Unavailable(f"the database is unreachable: {exc}", retry_after=1) from exc
     try:
         yield conn
     finally:
@@ -131,14 +139,28 @@ async def _connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 
 def _migrate(conn: Connection) -> None:
+    # Several processes or hosts may start at once: one migrates, the others
+    # wait for it and then find nothing to do.
+    conn.exec_driver_sql("SELECT pg_advisory_xact_lock(73912026)")
     upgrade(conn)
     conn.commit()
 
 
+# Connection exceptions, too many connections, shutdown, lock timeout, an
+# idle transaction ended by the server: the call may work later.
+_UNAVAILABLE_PREFIXES = ("08", "53", "57P", "55P03", "25P03")
+
+
 def _raise_translated(exc: DBAPIError) -> NoReturn:
     """Lost connections and exhausted retries are 503s; anything else is a bug."""
-    if isinstance(exc, OperationalError) or exc.connection_invalidated:
+    state = _sqlstate(exc) or ""
+    if (
+        isinstance(exc, OperationalError)
+        or exc.connection_invalidated
+        or state.startswith(_UNAVAILABLE_PREFIXES)
+        or isinstance(exc.orig, OSError)
+    ):
         raise Unavailable(f"the database is unavailable: {exc.orig}", retry_after=1) from exc
-    if _sqlstate(exc) in RETRYABLE_SQLSTATES:
+    if state in RETRYABLE_SQLSTATES:
         raise Unavailable("too much contention; retry shortly", retry_after=1) from exc
     raise exc

@@ -19,10 +19,12 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
 from datetime import timedelta
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import aiohttp
@@ -50,39 +52,38 @@ def _free_port() -> int:
 
 
 @pytest.fixture
-def cluster(postgres: PgServer) -> Iterator[tuple[str, str]]:
+def cluster(postgres: PgServer, tmp_path: Path) -> Iterator[tuple[str, str]]:
     url = postgres.create_database("multiprocess", template=TEMPLATE)
     port = _free_port()
+    log = (tmp_path / "cluster.log").open("w")  # a file, never a pipe nobody drains
     proc = subprocess.Popen(
         [*CLI, "--db", url, "serve", "--port", str(port), "--workers", str(WORKERS)],
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
-        text=True,
         env={**os.environ, "SLOTWARD_SWEEP_INTERVAL": "0.2"},
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_up(base, proc)
+        _wait_until_all_listen(base, proc)
         yield base, url
     finally:
         proc.terminate()
         proc.wait(timeout=60)
-        if proc.stdout:
-            proc.stdout.close()
+        log.close()
 
 
-def _wait_until_up(base: str, proc: subprocess.Popen[str]) -> None:
-    import urllib.request
-
+def _wait_until_all_listen(base: str, proc: subprocess.Popen[bytes]) -> None:
+    """Until every worker has answered: before that, one process takes it all."""
+    seen: set[int] = set()
     deadline = time.monotonic() + 60
-    while True:  # readiness, bounded; not a timing assertion
+    while len(seen) < WORKERS:  # readiness, bounded; not a timing assertion
         try:
-            urllib.request.urlopen(f"{base}/healthz", timeout=1).close()
-            return
+            with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
+                seen.add(json.load(resp)["process"])
         except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("cluster did not start") from None
-            time.sleep(0.1)
+            time.sleep(0.05)
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"cluster did not start: {len(seen)} of {WORKERS} answered")
 
 
 async def _keys(url: str, priorities: list[int]) -> list[str]:
@@ -152,6 +153,7 @@ async def test_four_processes_keep_every_promise(cluster: tuple[str, str]) -> No
         answers = await asyncio.gather(
             *(_post(session, f"{base}/v1/holds", keys[a], body) for _, a, body in calls)
         )
+        await _commit_and_release_the_winners(session, base, keys, calls, answers)
         verify_answer = await _post_get(session, f"{base}/v1/audit/verify", keys[0])
         health = [await _post_get(session, f"{base}/healthz", keys[0]) for _ in range(40)]
     assert len({h["process"] for h in health}) > 1  # the port really is shared
@@ -169,6 +171,36 @@ async def test_four_processes_keep_every_promise(cluster: tuple[str, str]) -> No
     assert verify_answer["count"] > 0
 
 
+async def _commit_and_release_the_winners(
+    session: aiohttp.ClientSession,
+    base: str,
+    keys: list[str],
+    calls: list[tuple[int, int, dict[str, Any]]],
+    answers: list[dict[str, Any]],
+) -> None:
+    """Each winner commits twice at once (two processes, likely) and every third
+    releases twice at once: one transition and one event each, whatever races."""
+    fresh = [
+        (a, json.loads(ans["body"]))
+        for (_, a, _), ans in zip(calls, answers, strict=True)
+        if ans["status"] == 201 and ans["replayed"] == "false"
+    ]
+    commits = [
+        _post(session, f"{base}/v1/holds/{h['id']}/commit", keys[a], {"token": h["token"]})
+        for a, h in fresh
+        for _ in range(2)
+    ]
+    for done in await asyncio.gather(*commits):
+        assert done["status"] in (200, 409), done  # 409: preempted before its commit
+    releases = [
+        _post(session, f"{base}/v1/holds/{h['id']}/release", keys[a], {})
+        for a, h in fresh[::3]
+        for _ in range(2)
+    ]
+    for done in await asyncio.gather(*releases):
+        assert done["status"] == 200, done
+
+
 async def _post_get(session: aiohttp.ClientSession, url: str, key: str) -> dict[str, Any]:
     async with session.get(url, headers={"Authorization": f"Bearer {key}"}) as resp:
         found: dict[str, Any] = await resp.json()
@@ -182,6 +214,10 @@ def _check_database(url: str) -> None:
             overlaps = conn.execute(text(OVERLAPS)).scalar_one()
             per_intent = conn.execute(text(PER_INTENT)).scalar_one()
             bad_preemptions = conn.execute(text(BAD_PREEMPTIONS)).scalar_one()
+            doubled_events = conn.execute(text(DOUBLED_EVENTS)).scalar_one()
+            committed = conn.execute(
+                text("SELECT count(*) FROM outbox WHERE type = 'hold.committed'")
+            ).scalar_one()
             holds = conn.execute(text("SELECT count(*) FROM holds")).scalar_one()
     finally:
         engine.dispose()
@@ -189,6 +225,8 @@ def _check_database(url: str) -> None:
     assert overlaps == 0
     assert per_intent == 1
     assert bad_preemptions == 0
+    assert doubled_events == 0
+    assert committed > 0
 
 
 LIVE = "(h.status = 'committed' OR (h.status = 'held' AND h.expires_us > {now}))"
@@ -205,6 +243,11 @@ PER_INTENT = """
     SELECT max(n) FROM (
         SELECT count(*) AS n FROM holds GROUP BY tenant, workflow_id, intent_fp
     ) AS per_intent
+"""
+DOUBLED_EVENTS = """
+    SELECT count(*) FROM (
+        SELECT hold_id, type FROM outbox GROUP BY hold_id, type HAVING count(*) > 1
+    ) AS doubled
 """
 BAD_PREEMPTIONS = """
     SELECT count(*) FROM holds loser JOIN holds winner ON winner.id = loser.preempted_by

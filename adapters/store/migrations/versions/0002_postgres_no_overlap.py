@@ -1,6 +1,6 @@
 """PostgreSQL only: no two active rows of one attendee may overlap.
 
-The second line of defence behind serializable transactions: an exclusion
+The second line of defence behind the per-tenant write lock: an exclusion
 constraint over the active (held or committed) rows of ``hold_attendees``. A
 constraint cannot use now(), so expired holds must be marked inactive, by the
 sweeper or by the claim that takes their slot (engine/expiry.py). SQLite has no

@@ -149,3 +149,39 @@ def test_make_run_prints_the_url_and_a_working_key_then_a_busy_port_fails_cleanl
         proc.wait(timeout=30)
         if proc.stdout:
             proc.stdout.close()
+
+
+def test_workers_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
+    """After kill -9 of the parent, no worker may go on serving the port."""
+    db = tmp_path / "workers.db"
+    port = _free_port()
+    argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port),
+            "--workers", "2"]  # fmt: skip
+    log = (tmp_path / "workers.log").open("w")
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    base = f"http://127.0.0.1:{port}/healthz"
+    seen: set[int] = set()
+    try:
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline:  # readiness, bounded
+            try:
+                with urllib.request.urlopen(base, timeout=1) as resp:
+                    seen.add(json.load(resp)["process"])
+            except OSError:
+                time.sleep(0.05)
+        assert len(seen) == 2, "both workers should answer"
+        proc.kill()
+        proc.wait(timeout=30)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:  # the orphan notices within a second
+            try:
+                urllib.request.urlopen(base, timeout=1).close()
+            except OSError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("a worker kept serving after its parent was killed")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        log.close()

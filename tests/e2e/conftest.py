@@ -139,16 +139,23 @@ class Server:
     def overlapping_pairs(self) -> int:
         """Pairs of live or committed holds of one attendee that overlap."""
         now_us = int((self.clock.now() - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1e6)
-        live = "(h.status = 'committed' OR (h.status = 'held' AND h.expires_us > :now))"
-        query = f"""
-            SELECT count(*) FROM hold_attendees a
-            JOIN hold_attendees b ON a.tenant = b.tenant AND a.attendee = b.attendee
-                 AND a.hold_id < b.hold_id AND a.start_us < b.end_us AND b.start_us < a.end_us
-            JOIN holds ha ON ha.id = a.hold_id JOIN holds hb ON hb.id = b.hold_id
-            WHERE {live.replace("h.", "ha.")} AND {live.replace("h.", "hb.")}
-        """
         with self.db.connect() as conn:
-            return int(conn.execute(text(query), {"now": now_us}).scalar_one())
+            return int(conn.execute(text(overlaps_query(":now")), {"now": now_us}).scalar_one())
+
+
+def overlaps_query(now: str) -> str:
+    """SQL counting pairs of live or committed holds of one attendee that overlap.
+
+    ``now`` is an SQL expression for the current instant in microseconds.
+    """
+    live = f"(h.status = 'committed' OR (h.status = 'held' AND h.expires_us > {now}))"
+    return f"""
+        SELECT count(*) FROM hold_attendees a
+        JOIN hold_attendees b ON a.tenant = b.tenant AND a.attendee = b.attendee
+             AND a.hold_id < b.hold_id AND a.start_us < b.end_us AND b.start_us < a.end_us
+        JOIN holds ha ON ha.id = a.hold_id JOIN holds hb ON hb.id = b.hold_id
+        WHERE {live.replace("h.", "ha.")} AND {live.replace("h.", "hb.")}
+    """
 
 
 @pytest.fixture

@@ -37,6 +37,7 @@ from slotward.api.auth import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
 from tests.conftest import TEMPLATE
+from tests.e2e.conftest import overlaps_query
 from tests.pgserver import PgServer
 
 WORKERS = 4
@@ -229,16 +230,8 @@ def _check_database(url: str) -> None:
     assert committed > 0
 
 
-LIVE = "(h.status = 'committed' OR (h.status = 'held' AND h.expires_us > {now}))"
 NOW_US = "(extract(epoch from clock_timestamp()) * 1000000)::bigint"
-OVERLAPS = f"""
-    SELECT count(*) FROM hold_attendees a
-    JOIN hold_attendees b ON a.tenant = b.tenant AND a.attendee = b.attendee
-         AND a.hold_id < b.hold_id AND a.start_us < b.end_us AND b.start_us < a.end_us
-    JOIN holds ha ON ha.id = a.hold_id JOIN holds hb ON hb.id = b.hold_id
-    WHERE {LIVE.replace("h.", "ha.").format(now=NOW_US)}
-      AND {LIVE.replace("h.", "hb.").format(now=NOW_US)}
-"""
+OVERLAPS = overlaps_query(NOW_US)
 PER_INTENT = """
     SELECT max(n) FROM (
         SELECT count(*) AS n FROM holds GROUP BY tenant, workflow_id, intent_fp

@@ -24,7 +24,7 @@ from slotward.api.table import ROUTES
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
 
-__all__ = ["bootstrap", "build_app", "open_store"]
+__all__ = ["bootstrap", "build_app", "migrate", "open_store"]
 
 
 async def open_store(config: Config) -> Store:
@@ -33,6 +33,12 @@ async def open_store(config: Config) -> Store:
     if config.db_url.startswith(("postgresql", "postgres")):
         return await PostgresStore.open(config.db_url, max_hold)
     return SqliteStore.open(config.db_url, max_hold)
+
+
+async def migrate(config: Config) -> None:
+    """Bring the schema of ``config.db_url`` up to date, then let go of it."""
+    store = await open_store(config)
+    await store.close()
 
 
 async def bootstrap(

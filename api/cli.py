@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-from slotward.api.app import open_store
+from slotward.api.app import migrate, open_store
 from slotward.api.auth import ROLES, create_key
 from slotward.api.config import Config
 from slotward.api.serving import serve
@@ -55,11 +55,6 @@ async def _new_key(config: Config, principal: Principal) -> str:
     return made.secret
 
 
-async def _migrate(config: Config) -> None:
-    store = await open_store(config)
-    await store.close()
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         defaults = Config.from_env(os.environ)
@@ -74,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"created {args.role} key for tenant {args.tenant}, agent {args.agent}")
             print(secret)
         else:
-            asyncio.run(_migrate(config))
+            asyncio.run(migrate(config))
             print(f"schema up to date: {config.db_url}")
     except SlotwardError as error:
         print(f"slotward: {error.code}: {error.detail}", file=sys.stderr)

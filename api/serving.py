@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from slotward.api.app import bootstrap, build_app, open_store
+from slotward.api.app import bootstrap, build_app, migrate
 from slotward.api.auth import create_key
 from slotward.api.config import Config
 from slotward.engine.model import Principal
@@ -31,7 +31,7 @@ def serve(config: Config, *, demo_key: bool, workers: int) -> None:
     if workers <= 1:
         asyncio.run(_serve_one(config, demo_key=demo_key, reuse_port=False))
         return
-    asyncio.run(_migrate(config))  # once, before the processes race to do it
+    asyncio.run(migrate(config))  # once, before the processes race to do it
     context = multiprocessing.get_context("spawn")
     children = [context.Process(target=_child, args=(config,)) for _ in range(workers - 1)]
     for child in children:
@@ -58,11 +58,6 @@ def _child(config: Config) -> None:
         _serve_one(config, demo_key=False, reuse_port=True, announce=False,
                    watch=lambda: os.getppid() == parent)
     )  # fmt: skip
-
-
-async def _migrate(config: Config) -> None:
-    store = await open_store(config)
-    await store.close()
 
 
 async def _serve_one(

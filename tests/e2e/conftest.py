@@ -219,13 +219,16 @@ async def server(
     await test_server.close()
 
 
+HOLD_BODY: dict[str, Any] = {
+    "workflow_id": "wf-42",
+    "step": 3,
+    "attendees": ["alex@example.com"],
+    "start": "2030-10-14T14:00:00Z",
+    "duration_minutes": 30,
+    "title": "Strategy Sync with Alex",
+}
+
+
 @pytest.fixture
 def hold_body() -> dict[str, Any]:
-    return {
-        "workflow_id": "wf-42",
-        "step": 3,
-        "attendees": ["alex@example.com"],
-        "start": "2030-10-14T14:00:00Z",
-        "duration_minutes": 30,
-        "title": "Strategy Sync with Alex",
-    }
+    return dict(HOLD_BODY)

@@ -14,16 +14,9 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import Answer, Client, Server
+from tests.e2e.conftest import HOLD_BODY, Answer, Client, Server
 
-BASE: dict[str, Any] = {
-    "workflow_id": "wf-42",
-    "step": 3,
-    "attendees": ["alex@example.com"],
-    "start": "2030-10-14T14:00:00Z",
-    "duration_minutes": 30,
-    "title": "Strategy Sync with Alex",
-}
+BASE = HOLD_BODY
 DROP = object()  # a marker: leave this member out of the body
 
 

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 from slotward.engine.ports import Store, UnitOfWork
-from tests.e2e.conftest import Answer, Server
+from tests.e2e.conftest import Answer, Client, Server
 
 T = TypeVar("T")
 
@@ -62,15 +62,23 @@ async def _until(predicate: Callable[[], bool]) -> None:
     raise AssertionError("condition never reached")
 
 
+async def _stuck_first_create(
+    server: Server, body: dict[str, Any]
+) -> tuple[Client, GatedStore, asyncio.Future[Answer]]:
+    """Send a create and hold its write at the gate; return it still in flight."""
+    agent = await server.key()
+    [gated] = GATED
+    gated.gate.clear()
+    first = asyncio.ensure_future(agent.create(body))
+    await _until(lambda: gated.held == 1)
+    return agent, gated, first
+
+
 @pytest.mark.parametrize("config_overrides", [{"inflight_wait_ms": 0}])
 async def test_duplicates_of_a_stuck_create_get_409_then_the_answer(
     server: Server, hold_body: dict[str, Any]
 ) -> None:
-    agent = await server.key()
-    [gated] = GATED
-    gated.gate.clear()
-    first = asyncio.ensure_future(agent.create(hold_body))
-    await _until(lambda: gated.held == 1)
+    agent, gated, first = await _stuck_first_create(server, hold_body)
     duplicates: list[Answer] = await asyncio.gather(*(agent.create(hold_body) for _ in range(10)))
     for dup in duplicates:
         assert dup.status == 409
@@ -93,11 +101,7 @@ async def test_duplicates_of_a_stuck_create_get_409_then_the_answer(
 async def test_a_duplicate_that_waits_long_enough_gets_the_first_answer(
     server: Server, hold_body: dict[str, Any]
 ) -> None:
-    agent = await server.key()
-    [gated] = GATED
-    gated.gate.clear()
-    first = asyncio.ensure_future(agent.create(hold_body))
-    await _until(lambda: gated.held == 1)
+    agent, gated, first = await _stuck_first_create(server, hold_body)
     duplicate = asyncio.ensure_future(agent.create(hold_body))
     await _until(lambda: server.services.inflight.waiting > 0)
     gated.gate.set()

@@ -19,8 +19,10 @@ from slotward.api.jsonbody import MAX_BODY_BYTES
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
 from slotward.api.problems import problem_middleware
+from slotward.api.storms import StormWatch
 from slotward.api.sweeper import sweep_forever
 from slotward.api.table import ROUTES
+from slotward.api.telemetry import Metrics, observe_middleware
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
 
@@ -57,12 +59,16 @@ async def bootstrap(
         policy=config.policy(),
         keys=KeyCache(chosen, config.key_cache_seconds),
         inflight=InFlight(config.inflight_wait_ms / 1000),
+        metrics=Metrics(),
+        storms=StormWatch(),
     )
 
 
 def build_app(services: Services, config: Config, *, sweep: bool = True) -> web.Application:
     """The HTTP application. It closes the store when it shuts down."""
-    app = web.Application(middlewares=[problem_middleware], client_max_size=MAX_BODY_BYTES + 1024)
+    app = web.Application(
+        middlewares=[problem_middleware, observe_middleware], client_max_size=MAX_BODY_BYTES + 1024
+    )
     app[SERVICES] = services
     app[OPENAPI] = json.dumps(build_openapi(ROUTES), separators=(",", ":")).encode()
     for route in ROUTES:
@@ -81,6 +87,7 @@ def _lifetime(
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await svc.storms.flush()
         await svc.store.close()
 
     return lifetime

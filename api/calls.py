@@ -23,6 +23,7 @@ from slotward.engine.queries import AvailabilityQuery, availability
 from slotward.engine.timenorm import normalize_interval, parse_instant
 
 __all__ = [
+    "REPLY",
     "client_key",
     "commit",
     "create_hold",
@@ -35,9 +36,13 @@ __all__ = [
 JSON = "application/json"
 
 
+# The Reply behind a response, for the telemetry middleware.
+REPLY = web.ResponseKey("slotward.reply", Reply)
+
+
 def reply_response(reply: Reply) -> web.Response:
     """A mutating call's answer, with its idempotency headers."""
-    return web.Response(
+    response = web.Response(
         status=reply.status,
         body=reply.body,
         content_type=JSON,
@@ -46,6 +51,8 @@ def reply_response(reply: Reply) -> web.Response:
             "Idempotent-Replayed": "true" if reply.replayed else "false",
         },
     )
+    response[REPLY] = reply
+    return response
 
 
 def json_response(doc: Any, status: int = 200) -> web.Response:
@@ -103,25 +110,33 @@ async def create_hold(
     """Replay from a read if the answer is known; else place it in one write."""
     req = _hold_request(principal, fields, workflow_id, step, key, svc.policy.default_ttl_seconds)
     found = await svc.store.read(lambda uow: lookup_replay(uow, req, svc.policy, svc.clock))
-    if found.reply is not None:
-        return found.reply
-    return await svc.inflight.run(
-        principal.tenant,
-        found.key,
-        lambda: svc.store.write(lambda uow: place_hold(uow, req, svc.policy, svc.clock, svc.ids)),
-    )
+    reply = found.reply
+    if reply is None:
+        reply = await svc.inflight.run(
+            principal.tenant,
+            found.key,
+            lambda: svc.store.write(
+                lambda uow: place_hold(uow, req, svc.policy, svc.clock, svc.ids)
+            ),
+        )
+    await svc.storms.observe(principal.tenant, workflow_id, reply)
+    return reply
 
 
 async def commit(svc: Services, action: HoldAction) -> Reply:
-    return await svc.store.write(
+    reply = await svc.store.write(
         lambda uow: commit_hold(uow, action, svc.policy, svc.clock, svc.ids)
     )
+    await svc.storms.observe(action.principal.tenant, reply.workflow_id, reply)
+    return reply
 
 
 async def release(svc: Services, action: HoldAction) -> Reply:
-    return await svc.store.write(
+    reply = await svc.store.write(
         lambda uow: release_hold(uow, action, svc.policy, svc.clock, svc.ids)
     )
+    await svc.storms.observe(action.principal.tenant, reply.workflow_id, reply)
+    return reply
 
 
 async def find_slots(

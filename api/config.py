@@ -29,6 +29,10 @@ class Config:
     retention_hours: int = 72
     key_cache_seconds: float = 10.0
     inflight_wait_ms: int = 1000
+    storm_replays: int = 20
+    storm_window_seconds: float = 60.0
+    log_format: str = "json"
+    log_level: str = "INFO"
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Config:
@@ -46,14 +50,26 @@ class Config:
             ),
             retention_hours=_int(env, "SLOTWARD_RETENTION_HOURS", base.retention_hours),
             inflight_wait_ms=_int(env, "SLOTWARD_INFLIGHT_WAIT_MS", base.inflight_wait_ms),
+            storm_replays=_int(env, "SLOTWARD_RETRY_STORM_REPLAYS", base.storm_replays),
+            storm_window_seconds=_float(
+                env, "SLOTWARD_RETRY_STORM_WINDOW", base.storm_window_seconds
+            ),
+            log_format=env.get("SLOTWARD_LOG_FORMAT", base.log_format),
+            log_level=env.get("SLOTWARD_LOG_LEVEL", base.log_level),
         )
 
     def policy(self) -> Policy:
         if not 1 <= self.retention_hours <= 24 * 30:
             raise InvalidRequest("retention must be 1 hour to 30 days", code="invalid_config")
+        if self.storm_replays < 1:
+            raise InvalidRequest(
+                "the retry-storm threshold must be at least 1", code="invalid_config"
+            )
         return Policy(
             allow_unknown_attendees=self.allow_unknown_attendees,
             retention=timedelta(hours=self.retention_hours),
+            storm_replays=self.storm_replays,
+            storm_window=timedelta(seconds=self.storm_window_seconds),
         )
 
 

@@ -8,6 +8,8 @@ from aiohttp import web
 
 from slotward.api.auth import KeyCache
 from slotward.api.inflight import InFlight
+from slotward.api.storms import StormWatch
+from slotward.api.telemetry import Metrics
 from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, Store
 
@@ -22,6 +24,8 @@ class Services:
     policy: Policy
     keys: KeyCache
     inflight: InFlight
+    metrics: Metrics
+    storms: StormWatch
 
 
 SERVICES = web.AppKey("services", Services)

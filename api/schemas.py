@@ -14,6 +14,11 @@ __all__ = [
     "AVAILABILITY",
     "COMMIT",
     "CONFLICT",
+    "EXECUTION",
+    "EXECUTION_ACQUIRE",
+    "EXECUTION_ACQUIRED",
+    "EXECUTION_COMPLETE",
+    "EXECUTION_RESULT",
     "HEALTH",
     "HOLD",
     "HOLD_ARGUMENTS",
@@ -25,6 +30,7 @@ __all__ = [
     "SLOTS_ARGUMENTS",
     "TOOLS",
     "TOOL_CALL",
+    "WORKFLOW",
 ]
 
 _INSTANT = "ISO-8601 with an offset or Z, or a local time with `timezone`"
@@ -261,4 +267,88 @@ ATTENDEE = Shape(
 HEALTH = Shape(
     "Health",
     (Field("status", "string", required=True), Field("process", "integer", required=True)),
+)
+
+EXECUTION_ACQUIRE = Shape(
+    "ExecutionAcquire",
+    (
+        Field(
+            "workflow_id", "string", min_length=1, max_length=255,
+            description="Required unless the call carries its own Idempotency-Key",
+        ),
+        _STEP,
+        Field("tool", "string", required=True, min_length=1, max_length=128),
+        Field(
+            "arguments", "object", required=True,
+            description="Identity: objects are canonicalized, arrays keep their order",
+        ),
+        Field("lease_seconds", "integer", minimum=1, maximum=300, description="Default 30"),
+        Field(
+            "wait_ms", "integer", minimum=0, maximum=30000,
+            description="While another caller holds the lease, wait this long for its result",
+        ),
+    ),
+    description="Acquire the right to run a tool call once, or get its first result",
+)  # fmt: skip
+EXECUTION_COMPLETE = Shape(
+    "ExecutionComplete",
+    (
+        Field("lease_token", "string", required=True, min_length=1, max_length=64),
+        Field(
+            "outcome", "string", required=True,
+            enum=("succeeded", "failed_terminal", "failed_retryable"),
+        ),
+        Field("result", "any", description="Any JSON value; replayed to every duplicate"),
+    ),
+)  # fmt: skip
+_EXEC_STATE = ("executing", "succeeded", "failed_terminal")
+EXECUTION_ACQUIRED = Shape(
+    "ExecutionAcquired",
+    (
+        Field("key", "string", required=True),
+        Field("state", "string", required=True, enum=("acquired",)),
+        Field("lease_token", "string", required=True),
+        Field("lease_expires_at", "string", required=True),
+    ),
+)
+EXECUTION_RESULT = Shape(
+    "ExecutionResult",
+    (
+        Field("key", "string", required=True),
+        Field(
+            "state",
+            "string",
+            required=True,
+            enum=("succeeded", "failed_terminal", "failed_retryable"),
+        ),
+        Field("result", "any", required=True),
+    ),
+)
+EXECUTION = Shape(
+    "Execution",
+    (
+        Field("key", "string", required=True),
+        Field("state", "string", required=True, enum=_EXEC_STATE),
+        Field("kind", "string", required=True, enum=("execution", "hold")),
+        Field("workflow_id", "string", required=True, nullable=True),
+        Field("tool", "string", required=True, nullable=True),
+        Field("agent_id", "string", required=True, nullable=True),
+        Field("created_at", "string", required=True),
+        Field("expires_at", "string", required=True, description="End of retention"),
+        Field("lease_expires_at", "string", required=True, nullable=True),
+        Field("completed_at", "string", required=True, nullable=True),
+        Field("result", "any", description="Present once completed"),
+    ),
+)
+WORKFLOW = Shape(
+    "Workflow",
+    (
+        Field("workflow_id", "string", required=True),
+        Field("holds", "array", required=True, items=HOLD),
+        Field("executions", "array", required=True, items=EXECUTION),
+        Field("replays", "integer", required=True),
+        Field("last_activity_at", "string", required=True, nullable=True),
+        Field("retry_storm_at", "string", required=True, nullable=True),
+        Field("retry_storms", "integer", required=True),
+    ),
 )

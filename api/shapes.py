@@ -27,8 +27,8 @@ from slotward.engine.errors import ValidationFailed
 
 __all__ = ["Field", "FieldType", "Shape", "collect_components", "problem_shape"]
 
-FieldType = Literal["string", "integer", "number", "boolean", "object", "array"]
-"""The JSON types a :class:`Field` may declare."""
+FieldType = Literal["string", "integer", "number", "boolean", "object", "array", "any"]
+"""The JSON types a :class:`Field` may declare (``any``: any JSON value, null too)."""
 
 
 def _is_number(value: object) -> bool:
@@ -44,6 +44,7 @@ _TYPE_CHECKS: dict[str, Callable[[object], bool]] = {
     "boolean": lambda value: isinstance(value, bool),
     "object": lambda value: isinstance(value, dict),
     "array": lambda value: isinstance(value, list),
+    "any": lambda value: True,
 }
 _NOUNS = {name: f"an {name}" if name[0] in "aio" else f"a {name}" for name in _TYPE_CHECKS}
 
@@ -349,6 +350,8 @@ def _type_schema(field: Field) -> dict[str, Any]:
         if field.nullable:
             return {"anyOf": [_ref(field.shape), {"type": "null"}]}
         return _ref(field.shape)
+    if field.type == "any":
+        return {}
     if field.nullable:
         return {"type": [field.type, "null"]}
     return {"type": field.type}

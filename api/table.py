@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 from slotward.api import schemas as s
+from slotward.api.execution_handlers import (
+    acquire_execution,
+    complete_execution,
+    read_execution,
+)
 from slotward.api.hold_handlers import (
     commit_hold,
     create_hold,
@@ -21,10 +26,13 @@ from slotward.api.other_handlers import (
 )
 from slotward.api.routes import Param, Route
 from slotward.api.shapes import Field
+from slotward.api.telemetry import metrics_handler
+from slotward.api.workflow_handlers import workflow_handler
 
 __all__ = ["ROUTES"]
 
 _ID = Param("hold_id", "path", required=True)
+_KEY = Param("key", "path", required=True, description="The key as answered in Idempotency-Key")
 _WRITE = {409: s.CONFLICT, 422: None, 401: None, 403: None}
 
 ROUTES: tuple[Route, ...] = (
@@ -72,6 +80,33 @@ ROUTES: tuple[Route, ...] = (
         sometimes_read_only=True, tag="tools",
     ),
     Route(
+        "POST", "/v1/executions", acquire_execution, "acquireExecution",
+        "Acquire the lease to run a tool call once, or get its first result",
+        request=s.EXECUTION_ACQUIRE,
+        responses={
+            201: s.EXECUTION_ACQUIRED, 200: s.EXECUTION_RESULT, 409: None, 422: None,
+            401: None, 403: None,
+        },
+        mutating=True, tag="executions",
+    ),
+    Route(
+        "POST", "/v1/executions/{key}/complete", complete_execution, "completeExecution",
+        "Report the outcome of an acquired execution (fenced by its lease token)",
+        request=s.EXECUTION_COMPLETE,
+        responses={200: s.EXECUTION_RESULT, 404: None, 409: None, 401: None, 403: None},
+        params=(_KEY,), mutating=True, tag="executions",
+    ),
+    Route(
+        "GET", "/v1/executions/{key}", read_execution, "getExecution", "Read an execution record",
+        responses={200: s.EXECUTION, 404: None}, params=(_KEY,), tag="executions",
+    ),
+    Route(
+        "GET", "/v1/workflows/{workflow_id}", workflow_handler, "getWorkflow",
+        "A workflow's holds, executions, replay count and last activity",
+        responses={200: s.WORKFLOW, 404: None},
+        params=(Param("workflow_id", "path", required=True),), tag="workflows",
+    ),
+    Route(
         "POST", "/v1/attendees", put_attendee_handler, "putAttendee",
         "Create or update an attendee and its email aliases (admin)",
         request=s.ATTENDEE_PUT, responses={200: s.ATTENDEE, 409: None}, tag="directory",
@@ -86,6 +121,11 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/healthz", health_handler, "health", "Liveness", responses={200: s.HEALTH},
+        auth=False, tag="ops",
+    ),
+    Route(
+        "GET", "/metrics", metrics_handler, "metrics",
+        "Prometheus metrics of this process (no tenant data)", responses={200: None},
         auth=False, tag="ops",
     ),
     Route(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import itertools
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
@@ -17,11 +17,13 @@ from typing import TypeVar
 from slotward.engine.audit import GENESIS
 from slotward.engine.model import (
     AuditEntry,
+    Gauges,
     Hold,
     HoldStatus,
     LedgerRecord,
     OutboxEvent,
     Principal,
+    WorkflowStats,
 )
 from slotward.engine.ports import UnitOfWork
 
@@ -39,6 +41,7 @@ class State:
     audit: dict[str, list[AuditEntry]] = field(default_factory=dict)
     outbox: list[OutboxEvent] = field(default_factory=list)
     keys: dict[str, Principal] = field(default_factory=dict)
+    workflows: dict[tuple[str, str], WorkflowStats] = field(default_factory=dict)
 
 
 class _Holds:
@@ -144,6 +147,77 @@ class _Ledger:
             raise KeyError(f"duplicate ledger key {record.key}")
         ledger[(record.tenant, record.key)] = record
 
+    def save(self, record: LedgerRecord) -> None:
+        self._state().ledger[(record.tenant, record.key)] = record
+
+    def remove(self, tenant: str, key: str) -> None:
+        self._state().ledger.pop((tenant, key), None)
+
+    def for_workflow(self, tenant: str, workflow_id: str, limit: int) -> list[LedgerRecord]:
+        found = [
+            r for (t, _), r in self._state().ledger.items()
+            if t == tenant and r.kind == "execution" and r.workflow_id == workflow_id
+        ]  # fmt: skip
+        return sorted(found, key=lambda r: (r.created_at, r.key))[:limit]
+
+    def _due(self, now: datetime) -> list[LedgerRecord]:
+        return [
+            r for r in self._state().ledger.values()
+            if r.expires_at <= now and (r.lease_expires_at is None or r.lease_expires_at <= now)
+        ]  # fmt: skip
+
+    def purgeable_tenant(self, now: datetime) -> str | None:
+        return min((r.tenant for r in self._due(now)), default=None)
+
+    def purge(self, tenant: str, now: datetime, limit: int) -> int:
+        due = [r for r in self._due(now) if r.tenant == tenant][:limit]
+        for r in due:
+            del self._state().ledger[(r.tenant, r.key)]
+        return len(due)
+
+
+class _Workflows:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None:
+        return self._state().workflows.get((tenant, workflow_id))
+
+    def _row(self, tenant: str, workflow_id: str) -> WorkflowStats:
+        found = self.get(tenant, workflow_id)
+        return found or WorkflowStats(tenant, workflow_id, 0, None, None, 0)
+
+    def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
+        row = self._row(tenant, workflow_id)
+        last = last_at if row.last_replay_at is None else max(row.last_replay_at, last_at)
+        self._state().workflows[(tenant, workflow_id)] = replace(
+            row, replays=row.replays + count, last_replay_at=last
+        )
+
+    def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
+        row = self._row(tenant, workflow_id)
+        self._state().workflows[(tenant, workflow_id)] = replace(
+            row, storm_at=at, storms=row.storms + 1
+        )
+
+
+class _Stats:
+    def __init__(self, state: Callable[[], State]) -> None:
+        self._state = state
+
+    def gauges(self, now: datetime) -> Gauges:
+        state = self._state()
+        by_status: dict[str, int] = {}
+        for hold in state.holds.values():
+            status = hold.status_at(now).value
+            by_status[status] = by_status.get(status, 0) + 1
+        overdue = [
+            h.expires_at for h in state.holds.values()
+            if h.status is HoldStatus.HELD and h.expires_at <= now
+        ]  # fmt: skip
+        executing = sum(1 for r in state.ledger.values() if r.state == "executing")
+        return Gauges(by_status, len(state.outbox), min(overdue, default=None), executing)
+
 
 class _Directory:
     def __init__(self, state: Callable[[], State]) -> None:
@@ -218,6 +292,8 @@ class InMemoryUnitOfWork:
         self.audit = _Audit(self._current)
         self.outbox = _Outbox(self._current)
         self.keys = _Keys(self._current)
+        self.workflows = _Workflows(self._current)
+        self.stats = _Stats(self._current)
 
     def _current(self) -> State:
         if self._work is None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from slotward.engine.documents import encode, hold_document
@@ -18,6 +18,9 @@ from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
 
 __all__ = ["HoldAction", "commit_hold", "expire_due", "release_hold"]
+
+COMMIT_TOOL = "commit_calendar_hold"
+RELEASE_TOOL = "release_calendar_hold"
 
 
 @dataclass(frozen=True)
@@ -70,7 +73,7 @@ def release_hold(
     def release(hold: Hold, now: datetime, derived: str) -> Reply:
         moved, changed = apply(hold, Release(), now)
         if not changed:
-            return _answer(uow, action, moved, derived, policy, now)
+            return _answer(uow, action, moved, derived, policy, now, RELEASE_TOOL)
         return _finish(
             uow, action, moved, "hold.release", "hold.released", derived, policy, now, ids
         )
@@ -97,7 +100,8 @@ def _act(
         derived = child_key(hold.key, kind)
         with answering_for(public_key(ledger_key(action.client_key, derived))):
             replay = _recorded(uow, hold, action, derived)
-            return replay if replay is not None else decide(hold, now, derived)
+            reply = replay if replay is not None else decide(hold, now, derived)
+        return replace(reply, workflow_id=hold.workflow_id)
 
 
 def _recorded(uow: UnitOfWork, hold: Hold, action: HoldAction, derived: str) -> Reply | None:
@@ -133,19 +137,28 @@ def _finish(
     key = ledger_key(action.client_key, derived)
     audit(uow, moved.tenant, action.principal.agent_id, now, audit_action, key, moved.id, "fresh")
     emit(uow, ids, moved, event, now)
-    return _answer(uow, action, moved, derived, policy, now)
+    tool = COMMIT_TOOL if audit_action == "hold.commit" else RELEASE_TOOL
+    return _answer(uow, action, moved, derived, policy, now, tool)
 
 
 def _answer(
-    uow: UnitOfWork, action: HoldAction, hold: Hold, derived: str, policy: Policy, now: datetime
+    uow: UnitOfWork,
+    action: HoldAction,
+    hold: Hold,
+    derived: str,
+    policy: Policy,
+    now: datetime,
+    tool: str,
 ) -> Reply:
     key = ledger_key(action.client_key, derived)
     body = encode(hold_document(hold, now))
     uow.ledger.add(
         LedgerRecord(
-            hold.tenant, key, derived, "succeeded", 200, body, now, now + policy.retention, hold.id
+            hold.tenant, key, derived, "succeeded", 200, body, now, now + policy.retention,
+            hold.id, workflow_id=hold.workflow_id, tool=tool,
+            agent_id=action.principal.agent_id, completed_at=now,
         )
-    )
+    )  # fmt: skip
     uow.commit()
     return Reply(200, body, public_key(key), False, hold.id)
 

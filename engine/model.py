@@ -9,6 +9,8 @@ from typing import Any, Literal
 
 __all__ = [
     "AuditEntry",
+    "ExecutionState",
+    "Gauges",
     "Hold",
     "HoldStatus",
     "LedgerRecord",
@@ -16,7 +18,10 @@ __all__ = [
     "Principal",
     "Reply",
     "Role",
+    "WorkflowStats",
 ]
+
+ExecutionState = Literal["executing", "succeeded", "failed_terminal"]
 
 Role = Literal["agent", "reviewer", "admin"]
 
@@ -74,17 +79,29 @@ class Hold:
 
 @dataclass(frozen=True)
 class LedgerRecord:
-    """One idempotency record: the first answer given under ``key``."""
+    """One idempotency record: the first answer given under ``key``.
+
+    ``kind`` tells a hold tool's record (its ``body`` is the HTTP answer) from a
+    generic execution's (``/v1/executions``: ``body`` is the completion's
+    ``result`` as JSON, ``lease_token`` the current holder's fencing token).
+    """
 
     tenant: str
     key: str
     fingerprint: str
-    state: Literal["executing", "succeeded", "failed_terminal"]
+    state: ExecutionState
     status_code: int
     body: bytes
     created_at: datetime
     expires_at: datetime
     hold_id: str | None = None
+    kind: Literal["hold", "execution"] = "hold"
+    workflow_id: str | None = None
+    tool: str | None = None
+    agent_id: str | None = None
+    lease_token: str | None = None
+    lease_expires_at: datetime | None = None
+    completed_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -120,3 +137,34 @@ class Reply:
     key: str
     replayed: bool
     hold_id: str | None = None
+    workflow_id: str | None = None
+    takeover: bool = False  # an execution's expired lease was taken over
+    preempted: int = 0  # holds this call preempted
+
+    @property
+    def outcome(self) -> Literal["fresh", "replayed", "takeover"]:
+        if self.replayed:
+            return "replayed"
+        return "takeover" if self.takeover else "fresh"
+
+
+@dataclass(frozen=True)
+class WorkflowStats:
+    """What the retry-storm watch has recorded of one workflow."""
+
+    tenant: str
+    workflow_id: str
+    replays: int
+    last_replay_at: datetime | None
+    storm_at: datetime | None
+    storms: int
+
+
+@dataclass(frozen=True)
+class Gauges:
+    """Whole-store figures for the operator's dashboard: no tenant data."""
+
+    holds_by_status: dict[str, int]
+    outbox_backlog: int
+    oldest_overdue: datetime | None  # the expiry of the oldest held hold not yet swept
+    executing: int

@@ -7,7 +7,7 @@ stored answer, the audit entries and the outbox events.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 
 from slotward.engine import conflicts
@@ -119,7 +119,10 @@ def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Cloc
     with uow:
         now = clock.now()
         prep = _prepare(uow, req, policy)
-        return Lookup(public_key(prep.key), _replay(uow, req, prep, now))
+        reply = _replay(uow, req, prep, now)
+        if reply is not None:
+            reply = replace(reply, workflow_id=req.workflow_id)
+        return Lookup(public_key(prep.key), reply)
 
 
 def place_hold(
@@ -131,7 +134,8 @@ def place_hold(
         now = clock.now()  # after the lock: writers that waited for it see fresh time
         prep = _prepare(uow, req, policy)
         with answering_for(public_key(prep.key)):
-            return _place(uow, req, prep, policy, now, ids)
+            reply = _place(uow, req, prep, policy, now, ids)
+        return replace(reply, workflow_id=req.workflow_id)
 
 
 def _place(
@@ -163,6 +167,8 @@ def _place(
     hold_id = ids.new_id("hold")
     if isinstance(decision, conflicts.Preempt):
         _preempt(uow, principal, decision.losers, hold_id, now, ids)
+        reply = _create(uow, req, prep, hold_id, policy, now, ids)
+        return replace(reply, preempted=len(decision.losers))
     return _create(uow, req, prep, hold_id, policy, now, ids)
 
 
@@ -185,7 +191,8 @@ def _create(
     uow.ledger.add(
         LedgerRecord(
             principal.tenant, prep.key, prep.fingerprint, "succeeded", 201, body, now,
-            now + policy.retention, hold.id,
+            now + policy.retention, hold.id, workflow_id=req.workflow_id, tool=TOOL,
+            agent_id=principal.agent_id, completed_at=now,
         )
     )  # fmt: skip
     emit(uow, ids, hold, "hold.created", now)

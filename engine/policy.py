@@ -19,3 +19,7 @@ class Policy:
     alternatives: int = 3
     thought_fields: frozenset[str] = DEFAULT_THOUGHT_FIELDS
     max_window: timedelta = timedelta(days=14)
+    default_lease_seconds: int = 30
+    # A workflow whose replays reach storm_replays within storm_window is flagged.
+    storm_replays: int = 20
+    storm_window: timedelta = timedelta(seconds=60)

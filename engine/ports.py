@@ -15,11 +15,13 @@ from typing import Protocol, TypeVar
 
 from slotward.engine.model import (
     AuditEntry,
+    Gauges,
     Hold,
     HoldStatus,
     LedgerRecord,
     OutboxEvent,
     Principal,
+    WorkflowStats,
 )
 
 __all__ = [
@@ -31,8 +33,10 @@ __all__ = [
     "IdGenerator",
     "Ledger",
     "Outbox",
+    "Stats",
     "Store",
     "UnitOfWork",
+    "Workflows",
 ]
 
 T = TypeVar("T")
@@ -101,6 +105,44 @@ class Ledger(Protocol):
 
     def add(self, record: LedgerRecord) -> None: ...
 
+    def save(self, record: LedgerRecord) -> None:
+        """Write back a record's mutable fields (state, answer, lease, times)."""
+        ...
+
+    def remove(self, tenant: str, key: str) -> None:
+        """Forget a record: its key executes again (a retryable failure)."""
+        ...
+
+    def for_workflow(self, tenant: str, workflow_id: str, limit: int) -> list[LedgerRecord]:
+        """The workflow's generic executions (not hold records), oldest first."""
+        ...
+
+    def purgeable_tenant(self, now: datetime) -> str | None:
+        """Some tenant with a record past retention (and no live lease), if any."""
+        ...
+
+    def purge(self, tenant: str, now: datetime, limit: int) -> int:
+        """Delete up to ``limit`` of the tenant's records past retention; return how many."""
+        ...
+
+
+class Workflows(Protocol):
+    def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None: ...
+
+    def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
+        """Add ``count`` replays seen up to ``last_at`` (creating the row if needed)."""
+        ...
+
+    def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
+        """Record that a retry storm was flagged at ``at`` (creating the row if needed)."""
+        ...
+
+
+class Stats(Protocol):
+    def gauges(self, now: datetime) -> Gauges:
+        """Whole-store figures, over every tenant."""
+        ...
+
 
 class Directory(Protocol):
     def lookup(
@@ -162,6 +204,12 @@ class UnitOfWork(Protocol):
 
     @property
     def keys(self) -> ApiKeys: ...
+
+    @property
+    def workflows(self) -> Workflows: ...
+
+    @property
+    def stats(self) -> Stats: ...
 
     def __enter__(self) -> UnitOfWork: ...
 

@@ -6,38 +6,23 @@ import json
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, text, update
-from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import SqlHolds
 from slotward.adapters.store.instants import from_us, to_us
+from slotward.adapters.store.ledger_repo import SqlLedger
+from slotward.adapters.store.ops_repos import SqlStats, SqlWorkflows
 from slotward.engine.audit import GENESIS
 from slotward.engine.model import (
     AuditEntry,
-    LedgerRecord,
     OutboxEvent,
     Principal,
 )
 
 __all__ = ["SqlUnitOfWork"]
 
-# Built once (see hold_repo.py for why): the hot path only binds parameters.
-_LEDGER_GET = select(t.ledger).where(
-    t.ledger.c.tenant == bindparam("tenant"), t.ledger.c.key == bindparam("key")
-)
-_LEDGER_BY_FINGERPRINT = (
-    select(t.ledger)
-    .where(
-        t.ledger.c.tenant == bindparam("tenant"),
-        t.ledger.c.fingerprint == bindparam("fingerprint"),
-    )
-    .order_by(t.ledger.c.created_us)
-    .limit(1)
-)
-_LEDGER_ADD = insert(t.ledger)
 _EMAILS = select(t.attendee_emails.c.email, t.attendee_emails.c.attendee_id).where(
     t.attendee_emails.c.tenant == bindparam("tenant"),
     t.attendee_emails.c.email.in_(bindparam("emails", expanding=True)),
@@ -61,51 +46,6 @@ _TENANT_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:tenant, 0))"
 _KEY_FIND = select(t.api_keys).where(
     t.api_keys.c.key_hash == bindparam("key_hash"), t.api_keys.c.revoked_us.is_(None)
 )
-
-
-def _record(row: Row[Any]) -> LedgerRecord:
-    m = row._mapping
-    return LedgerRecord(
-        tenant=m["tenant"],
-        key=m["key"],
-        fingerprint=m["fingerprint"],
-        state=m["state"],
-        status_code=m["status_code"],
-        body=bytes(m["body"]),
-        created_at=from_us(m["created_us"]),
-        expires_at=from_us(m["expires_us"]),
-        hold_id=m["hold_id"],
-    )
-
-
-class SqlLedger:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
-
-    def get(self, tenant: str, key: str) -> LedgerRecord | None:
-        row = self._conn.execute(_LEDGER_GET, {"tenant": tenant, "key": key}).first()
-        return None if row is None else _record(row)
-
-    def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
-        params = {"tenant": tenant, "fingerprint": fingerprint}
-        row = self._conn.execute(_LEDGER_BY_FINGERPRINT, params).first()
-        return None if row is None else _record(row)
-
-    def add(self, record: LedgerRecord) -> None:
-        self._conn.execute(
-            _LEDGER_ADD,
-            {
-                "tenant": record.tenant,
-                "key": record.key,
-                "fingerprint": record.fingerprint,
-                "state": record.state,
-                "status_code": record.status_code,
-                "body": record.body,
-                "hold_id": record.hold_id,
-                "created_us": to_us(record.created_at),
-                "expires_us": to_us(record.expires_at),
-            },
-        )
 
 
 class SqlDirectory:
@@ -280,6 +220,8 @@ class SqlUnitOfWork:
         self.audit = SqlAudit(conn)
         self.outbox = SqlOutbox(conn)
         self.keys = SqlKeys(conn)
+        self.workflows = SqlWorkflows(conn)
+        self.stats = SqlStats(conn)
 
     def __enter__(self) -> SqlUnitOfWork:
         if self._begin is not None:  # None: the driver layer begins it

@@ -32,6 +32,7 @@ __all__ = [
     "ledger",
     "metadata",
     "outbox",
+    "workflow_stats",
 ]
 
 metadata = MetaData()
@@ -118,7 +119,27 @@ ledger = Table(
     Column("hold_id", String(64), nullable=True),
     Column("created_us", BigInteger, nullable=False),
     Column("expires_us", BigInteger, nullable=False),
+    Column("kind", String(16), nullable=False, server_default="hold"),
+    Column("workflow_id", String(255), nullable=True),
+    Column("tool", String(128), nullable=True),
+    Column("agent_id", String(128), nullable=True),
+    Column("lease_token", String(64), nullable=True),
+    Column("lease_expires_us", BigInteger, nullable=True),
+    Column("completed_us", BigInteger, nullable=True),
     Index("ix_ledger_tenant_fingerprint", "tenant", "fingerprint"),
+    Index("ix_ledger_expires", "expires_us"),
+    Index("ix_ledger_tenant_workflow", "tenant", "workflow_id"),
+)
+
+workflow_stats = Table(
+    "workflow_stats",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("workflow_id", String(255), primary_key=True),
+    Column("replays", BigInteger, nullable=False),
+    Column("last_replay_us", BigInteger, nullable=True),
+    Column("storm_us", BigInteger, nullable=True),
+    Column("storms", Integer, nullable=False),
 )
 
 audit_log = Table(

@@ -179,7 +179,7 @@ def test_an_identical_call_replays_and_writes_nothing(world: World) -> None:
 
     again = world.place(request())
 
-    assert again == Reply(201, first.body, first.key, True, first.hold_id)
+    assert again == Reply(201, first.body, first.key, True, first.hold_id, first.workflow_id)
     assert world.state == before
 
 
@@ -194,7 +194,7 @@ def test_lookup_replay_finds_the_stored_answer_and_nothing_else(world: World) ->
     first = world.place(request())
     before = world.snapshot()
     found = lookup_replay(world.uow(), request(), world.policy, world.clock)
-    assert found.reply == Reply(201, first.body, first.key, True, first.hold_id)
+    assert found.reply == Reply(201, first.body, first.key, True, first.hold_id, first.workflow_id)
     assert found.key == first.key
     other = lookup_replay(world.uow(), request(minutes=45), world.policy, world.clock)
     assert other.reply is None
@@ -251,7 +251,7 @@ def test_step_drift_while_live_replays_with_the_live_holds_key(world: World) -> 
     drifted = request(step=4)
     again = world.place(drifted)
 
-    assert again == Reply(201, first.body, first.key, True, first.hold_id)
+    assert again == Reply(201, first.body, first.key, True, first.hold_id, first.workflow_id)
     assert again.key != derived_key(drifted)
     assert (TENANT, derived_key(drifted)) not in world.state.ledger
     assert world.state == before
@@ -430,7 +430,7 @@ def test_a_repeated_commit_replays_identical_bytes(world: World) -> None:
 
     again = world.commit(ALICE, str(placed.hold_id), 1)
 
-    assert again == Reply(200, first.body, first.key, True, first.hold_id)
+    assert again == Reply(200, first.body, first.key, True, first.hold_id, first.workflow_id)
     assert world.state == before
 
 
@@ -512,7 +512,7 @@ def test_releasing_twice_is_a_replay(world: World) -> None:
     first = world.release(ALICE, str(placed.hold_id))
     before = world.snapshot()
     again = world.release(ALICE, str(placed.hold_id))
-    assert again == Reply(200, first.body, first.key, True, first.hold_id)
+    assert again == Reply(200, first.body, first.key, True, first.hold_id, first.workflow_id)
     assert world.state == before
 
 

@@ -1,0 +1,160 @@
+"""The idempotency ledger over one synchronous SQLAlchemy Core connection."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, and_, bindparam, delete, insert, or_, select, update
+from sqlalchemy.engine import Row
+
+from slotward.adapters.store import tables as t
+from slotward.adapters.store.instants import from_us, opt_from_us, to_us
+from slotward.engine.model import LedgerRecord
+
+__all__ = ["SqlLedger"]
+
+_l = t.ledger.c
+# Built once (see hold_repo.py for why): the hot path only binds parameters.
+_GET = select(t.ledger).where(_l.tenant == bindparam("tenant"), _l.key == bindparam("key"))
+_BY_FINGERPRINT = (
+    select(t.ledger)
+    .where(_l.tenant == bindparam("tenant"), _l.fingerprint == bindparam("fingerprint"))
+    .order_by(_l.created_us)
+    .limit(1)
+)
+_ADD = insert(t.ledger)
+# Bind names must differ from column names in an UPDATE's SET.
+_SAVE = (
+    update(t.ledger)
+    .where(_l.tenant == bindparam("w_tenant"), _l.key == bindparam("w_key"))
+    .values(
+        state=bindparam("v_state"),
+        status_code=bindparam("v_status_code"),
+        body=bindparam("v_body"),
+        agent_id=bindparam("v_agent_id"),
+        lease_token=bindparam("v_lease_token"),
+        lease_expires_us=bindparam("v_lease_expires_us"),
+        expires_us=bindparam("v_expires_us"),
+        completed_us=bindparam("v_completed_us"),
+    )
+)
+_REMOVE = delete(t.ledger).where(_l.tenant == bindparam("tenant"), _l.key == bindparam("key"))
+_FOR_WORKFLOW = (
+    select(t.ledger)
+    .where(
+        _l.tenant == bindparam("tenant"),
+        _l.workflow_id == bindparam("workflow_id"),
+        _l.kind == "execution",
+    )
+    .order_by(_l.created_us, _l.key)
+    .limit(bindparam("limit"))
+)
+# Past retention, and not an execution whose lease is still running.
+_DUE = and_(
+    _l.expires_us <= bindparam("now"),
+    or_(_l.lease_expires_us.is_(None), _l.lease_expires_us <= bindparam("now")),
+)
+_PURGEABLE = select(_l.tenant).where(_DUE).limit(1)
+_PURGE_KEYS = select(_l.key).where(_l.tenant == bindparam("tenant"), _DUE).limit(bindparam("limit"))
+_PURGE = delete(t.ledger).where(
+    _l.tenant == bindparam("tenant"), _l.key.in_(bindparam("keys", expanding=True))
+)
+
+
+def _record(row: Row[Any]) -> LedgerRecord:
+    m = row._mapping
+    return LedgerRecord(
+        tenant=m["tenant"],
+        key=m["key"],
+        fingerprint=m["fingerprint"],
+        state=m["state"],
+        status_code=m["status_code"],
+        body=bytes(m["body"]),
+        created_at=from_us(m["created_us"]),
+        expires_at=from_us(m["expires_us"]),
+        hold_id=m["hold_id"],
+        kind=m["kind"],
+        workflow_id=m["workflow_id"],
+        tool=m["tool"],
+        agent_id=m["agent_id"],
+        lease_token=m["lease_token"],
+        lease_expires_at=opt_from_us(m["lease_expires_us"]),
+        completed_at=opt_from_us(m["completed_us"]),
+    )
+
+
+def _opt_us(instant: datetime | None) -> int | None:
+    return None if instant is None else to_us(instant)
+
+
+class SqlLedger:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def get(self, tenant: str, key: str) -> LedgerRecord | None:
+        row = self._conn.execute(_GET, {"tenant": tenant, "key": key}).first()
+        return None if row is None else _record(row)
+
+    def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
+        params = {"tenant": tenant, "fingerprint": fingerprint}
+        row = self._conn.execute(_BY_FINGERPRINT, params).first()
+        return None if row is None else _record(row)
+
+    def add(self, record: LedgerRecord) -> None:
+        self._conn.execute(
+            _ADD,
+            {
+                "tenant": record.tenant,
+                "key": record.key,
+                "fingerprint": record.fingerprint,
+                "state": record.state,
+                "status_code": record.status_code,
+                "body": record.body,
+                "hold_id": record.hold_id,
+                "created_us": to_us(record.created_at),
+                "expires_us": to_us(record.expires_at),
+                "kind": record.kind,
+                "workflow_id": record.workflow_id,
+                "tool": record.tool,
+                "agent_id": record.agent_id,
+                "lease_token": record.lease_token,
+                "lease_expires_us": _opt_us(record.lease_expires_at),
+                "completed_us": _opt_us(record.completed_at),
+            },
+        )
+
+    def save(self, record: LedgerRecord) -> None:
+        self._conn.execute(
+            _SAVE,
+            {
+                "w_tenant": record.tenant,
+                "w_key": record.key,
+                "v_state": record.state,
+                "v_status_code": record.status_code,
+                "v_body": record.body,
+                "v_agent_id": record.agent_id,
+                "v_lease_token": record.lease_token,
+                "v_lease_expires_us": _opt_us(record.lease_expires_at),
+                "v_expires_us": to_us(record.expires_at),
+                "v_completed_us": _opt_us(record.completed_at),
+            },
+        )
+
+    def remove(self, tenant: str, key: str) -> None:
+        self._conn.execute(_REMOVE, {"tenant": tenant, "key": key})
+
+    def for_workflow(self, tenant: str, workflow_id: str, limit: int) -> list[LedgerRecord]:
+        params = {"tenant": tenant, "workflow_id": workflow_id, "limit": limit}
+        return [_record(row) for row in self._conn.execute(_FOR_WORKFLOW, params)]
+
+    def purgeable_tenant(self, now: datetime) -> str | None:
+        row = self._conn.execute(_PURGEABLE, {"now": to_us(now)}).first()
+        return None if row is None else str(row.tenant)
+
+    def purge(self, tenant: str, now: datetime, limit: int) -> int:
+        params = {"tenant": tenant, "now": to_us(now), "limit": limit}
+        keys = [row.key for row in self._conn.execute(_PURGE_KEYS, params)]
+        if keys:
+            self._conn.execute(_PURGE, {"tenant": tenant, "keys": keys})
+        return len(keys)

@@ -1,0 +1,111 @@
+"""Operational records: the retry-storm watch per workflow, and whole-store gauges."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy.engine import Row
+
+from slotward.adapters.store import tables as t
+from slotward.adapters.store.instants import opt_from_us, to_us
+from slotward.engine.model import Gauges, HoldStatus, WorkflowStats
+
+__all__ = ["SqlStats", "SqlWorkflows"]
+
+_w = t.workflow_stats.c
+_h = t.holds.c
+_WHERE = (_w.tenant == bindparam("w_tenant"), _w.workflow_id == bindparam("w_workflow"))
+_GET = select(t.workflow_stats).where(*_WHERE)
+_ADD = insert(t.workflow_stats)
+_MOVE = (
+    update(t.workflow_stats)
+    .where(*_WHERE)
+    .values(
+        replays=bindparam("v_replays"),
+        last_replay_us=bindparam("v_last_replay_us"),
+        storm_us=bindparam("v_storm_us"),
+        storms=bindparam("v_storms"),
+    )
+)
+_BY_STATUS = select(_h.status, func.count()).group_by(_h.status)
+_OVERDUE = select(func.count(), func.min(_h.expires_us)).where(
+    _h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now")
+)
+_BACKLOG = select(func.count()).select_from(t.outbox).where(t.outbox.c.state == "pending")
+_EXECUTING = select(func.count()).select_from(t.ledger).where(t.ledger.c.state == "executing")
+
+
+def _stats(row: Row[Any]) -> WorkflowStats:
+    return WorkflowStats(
+        tenant=row.tenant,
+        workflow_id=row.workflow_id,
+        replays=row.replays,
+        last_replay_at=opt_from_us(row.last_replay_us),
+        storm_at=opt_from_us(row.storm_us),
+        storms=row.storms,
+    )
+
+
+class SqlWorkflows:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None:
+        row = self._conn.execute(_GET, {"w_tenant": tenant, "w_workflow": workflow_id}).first()
+        return None if row is None else _stats(row)
+
+    def _put(self, old: WorkflowStats | None, new: WorkflowStats) -> None:
+        values = {
+            "v_replays": new.replays,
+            "v_last_replay_us": None if new.last_replay_at is None else to_us(new.last_replay_at),
+            "v_storm_us": None if new.storm_at is None else to_us(new.storm_at),
+            "v_storms": new.storms,
+        }
+        if old is None:
+            row = {k.removeprefix("v_"): v for k, v in values.items()}
+            self._conn.execute(_ADD, {"tenant": new.tenant, "workflow_id": new.workflow_id, **row})
+        else:
+            where = {"w_tenant": new.tenant, "w_workflow": new.workflow_id}
+            self._conn.execute(_MOVE, {**where, **values})
+
+    def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
+        old = self.get(tenant, workflow_id)
+        if old is None:
+            new = WorkflowStats(tenant, workflow_id, count, last_at, None, 0)
+        else:
+            last = last_at if old.last_replay_at is None else max(old.last_replay_at, last_at)
+            new = WorkflowStats(
+                tenant, workflow_id, old.replays + count, last, old.storm_at, old.storms
+            )
+        self._put(old, new)
+
+    def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
+        old = self.get(tenant, workflow_id)
+        if old is None:
+            new = WorkflowStats(tenant, workflow_id, 0, None, at, 1)
+        else:
+            new = WorkflowStats(
+                tenant, workflow_id, old.replays, old.last_replay_at, at, old.storms + 1
+            )
+        self._put(old, new)
+
+
+class SqlStats:
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+
+    def gauges(self, now: datetime) -> Gauges:
+        by_status = {str(s): int(n) for s, n in self._conn.execute(_BY_STATUS)}
+        overdue, oldest = self._conn.execute(_OVERDUE, {"now": to_us(now)}).one()
+        if overdue:  # held past expiry reads as expired, swept or not
+            by_status[HoldStatus.HELD.value] -= int(overdue)
+            expired = HoldStatus.EXPIRED.value
+            by_status[expired] = by_status.get(expired, 0) + int(overdue)
+        return Gauges(
+            holds_by_status=by_status,
+            outbox_backlog=int(self._conn.execute(_BACKLOG).scalar_one()),
+            oldest_overdue=opt_from_us(oldest),
+            executing=int(self._conn.execute(_EXECUTING).scalar_one()),
+        )

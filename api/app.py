@@ -52,15 +52,19 @@ async def bootstrap(
 ) -> Services:
     """Wire the adapters into the engine; tests pass their own clock or store."""
     chosen = store if store is not None else await open_store(config)
+    clock = clock or SystemClock()
+    ids = ids or TimeOrderedIds()
+    policy = config.policy()
+    metrics = Metrics()
     return Services(
         store=chosen,
-        clock=clock or SystemClock(),
-        ids=ids or TimeOrderedIds(),
-        policy=config.policy(),
+        clock=clock,
+        ids=ids,
+        policy=policy,
         keys=KeyCache(chosen, config.key_cache_seconds),
         inflight=InFlight(config.inflight_wait_ms / 1000),
-        metrics=Metrics(),
-        storms=StormWatch(),
+        metrics=metrics,
+        storms=StormWatch(chosen, clock, ids, policy, metrics),
     )
 
 

@@ -24,7 +24,9 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
         n = await svc.store.write(lambda uow: expire_due(uow, svc.clock, svc.ids, batch))
         total += n
         if n == 0:
-            return total
+            break
+    await svc.storms.flush()
+    return total
 
 
 async def sweep_forever(svc: Services, interval: float) -> None:

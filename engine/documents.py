@@ -10,10 +10,10 @@ from datetime import datetime
 from typing import Any
 
 from slotward.engine.fingerprint import public_key
-from slotward.engine.model import AuditEntry, Hold
+from slotward.engine.model import AuditEntry, Hold, LedgerRecord
 from slotward.engine.timenorm import format_instant
 
-__all__ = ["audit_document", "encode", "hold_document"]
+__all__ = ["audit_document", "encode", "execution_document", "hold_document"]
 
 
 def encode(doc: Any) -> bytes:
@@ -61,3 +61,26 @@ def audit_document(entry: AuditEntry) -> dict[str, Any]:
         "prev_hash": entry.prev_hash,
         "hash": entry.hash,
     }
+
+
+def execution_document(record: LedgerRecord) -> dict[str, Any]:
+    """A ledger record as ``GET /v1/executions/{key}`` shows it; never its lease token.
+
+    A completed record carries its ``result`` (for a hold tool's record: the
+    stored answer's body). An executing one has none yet.
+    """
+    doc: dict[str, Any] = {
+        "key": public_key(record.key),
+        "state": record.state,
+        "kind": record.kind,
+        "workflow_id": record.workflow_id,
+        "tool": record.tool,
+        "agent_id": record.agent_id,
+        "created_at": format_instant(record.created_at),
+        "expires_at": format_instant(record.expires_at),
+        "lease_expires_at": _instant(record.lease_expires_at),
+        "completed_at": _instant(record.completed_at),
+    }
+    if record.state != "executing":
+        doc["result"] = json.loads(record.body) if record.body else None
+    return doc

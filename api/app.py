@@ -14,7 +14,7 @@ from slotward.adapters.store.sqlite import SqliteStore
 from slotward.api.auth import KeyCache
 from slotward.api.config import Config
 from slotward.api.context import SERVICES, Services
-from slotward.api.inflight import InFlight
+from slotward.api.inflight import Completions, InFlight
 from slotward.api.jsonbody import MAX_BODY_BYTES
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
@@ -65,6 +65,7 @@ async def bootstrap(
         inflight=InFlight(config.inflight_wait_ms / 1000),
         metrics=metrics,
         storms=StormWatch(chosen, clock, ids, policy, metrics),
+        completions=Completions(),
     )
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from aiohttp import web
 
 from slotward.api.auth import KeyCache
-from slotward.api.inflight import InFlight
+from slotward.api.inflight import Completions, InFlight
 from slotward.api.storms import StormWatch
 from slotward.api.telemetry import Metrics
 from slotward.engine.policy import Policy
@@ -26,6 +26,7 @@ class Services:
     inflight: InFlight
     metrics: Metrics
     storms: StormWatch
+    completions: Completions
 
 
 SERVICES = web.AppKey("services", Services)

@@ -1,26 +1,108 @@
-"""Handlers of the generic ledger: /v1/executions (being built: issue 4)."""
+"""Handlers of the generic ledger (``/v1/executions``): decode, call, encode."""
 
 from __future__ import annotations
 
+import asyncio
+
 from aiohttp import web
 
+from slotward.api import calls, schemas
 from slotward.api.auth import authenticate
-from slotward.api.context import SERVICES
-from slotward.engine.errors import NotFound
+from slotward.api.context import SERVICES, Services
+from slotward.api.hold_handlers import WRITERS
+from slotward.api.jsonbody import read_json
+from slotward.engine.errors import InProgress, ValidationFailed
+from slotward.engine.executions import (
+    Completion,
+    ExecutionRequest,
+    acquire,
+    complete,
+    get_execution,
+    lookup_execution,
+    stored_key,
+)
+from slotward.engine.fingerprint import check_step, strip_thoughts
+from slotward.engine.model import Reply
 
 __all__ = ["acquire_execution", "complete_execution", "read_execution"]
 
+# While waiting (wait_ms), look at the store at least this often: a completion
+# in another process wakes nobody here.
+POLL_SECONDS = 0.1
+
 
 async def acquire_execution(request: web.Request) -> web.Response:
-    await authenticate(request, request.app[SERVICES].keys)
-    raise NotFound("not built yet", code="execution_not_found")
+    svc = request.app[SERVICES]
+    principal = await authenticate(request, svc.keys, WRITERS)
+    ignore = svc.policy.thought_fields
+    fields = schemas.EXECUTION_ACQUIRE.validate(await read_json(request), ignore=ignore)
+    client_key = calls.client_key(request)
+    workflow_id = fields.get("workflow_id")
+    if workflow_id is None and client_key is None:
+        raise ValidationFailed(
+            "give 'workflow_id', or your own Idempotency-Key header",
+            code="missing_field",
+            extra={"field": "workflow_id"},
+        )
+    req = ExecutionRequest(
+        principal=principal,
+        workflow_id=workflow_id,
+        step=check_step(fields.get("step")),
+        tool=fields["tool"],
+        arguments=strip_thoughts(fields["arguments"], ignore),
+        lease_seconds=fields.get("lease_seconds", svc.policy.default_lease_seconds),
+        client_key=client_key,
+    )
+    reply = await _acquire_or_wait(svc, req, fields.get("wait_ms", 0) / 1000)
+    await svc.storms.observe(principal.tenant, workflow_id, reply)
+    return calls.reply_response(reply)
+
+
+async def _acquire_or_wait(svc: Services, req: ExecutionRequest, wait: float) -> Reply:
+    """Acquire; while another caller holds a live lease, wait up to ``wait`` seconds.
+
+    The wait ends with the stored result once it lands, or with this caller
+    holding the lease (the holder failed retryably, or its lease expired).
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    key = req.keys()[0]
+    while True:
+        try:
+            reply = await svc.store.read(lambda uow: lookup_execution(uow, req, svc.clock))
+            if reply is not None:
+                return reply
+            return await svc.store.write(
+                lambda uow: acquire(uow, req, svc.policy, svc.clock, svc.ids)
+            )
+        except InProgress:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise
+            await svc.completions.wait(req.principal.tenant, key, min(remaining, POLL_SECONDS))
 
 
 async def complete_execution(request: web.Request) -> web.Response:
-    await authenticate(request, request.app[SERVICES].keys)
-    raise NotFound("not built yet", code="execution_not_found")
+    svc = request.app[SERVICES]
+    principal = await authenticate(request, svc.keys, WRITERS)
+    ignore = svc.policy.thought_fields
+    fields = schemas.EXECUTION_COMPLETE.validate(await read_json(request), ignore=ignore)
+    done = Completion(
+        principal=principal,
+        key=request.match_info["key"],
+        lease_token=fields["lease_token"],
+        outcome=fields["outcome"],
+        result=fields.get("result"),
+    )
+    reply = await svc.store.write(lambda uow: complete(uow, done, svc.policy, svc.clock))
+    for key in stored_key(done.key):
+        svc.completions.notify(principal.tenant, key)
+    await svc.storms.observe(principal.tenant, reply.workflow_id, reply)
+    return calls.reply_response(reply)
 
 
 async def read_execution(request: web.Request) -> web.Response:
-    await authenticate(request, request.app[SERVICES].keys)
-    raise NotFound("not built yet", code="execution_not_found")
+    svc = request.app[SERVICES]
+    principal = await authenticate(request, svc.keys)
+    key = request.match_info["key"]
+    return calls.json_response(await svc.store.read(lambda uow: get_execution(uow, principal, key)))

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from slotward.engine.errors import InProgress
 from slotward.engine.model import Reply
 
-__all__ = ["InFlight"]
+__all__ = ["Completions", "InFlight"]
 
 
 class InFlight:
@@ -64,3 +64,38 @@ class InFlight:
         finally:
             self.waiting -= 1
         return Reply(reply.status, reply.body, reply.key, True, reply.hold_id)
+
+
+class Completions:
+    """Wakes the callers waiting (``wait_ms``) for an execution of this process to complete.
+
+    Completions in other processes are noticed by polling: ``wait`` returns
+    after ``timeout`` seconds at the latest, and the caller looks again.
+    """
+
+    def __init__(self) -> None:
+        self._events: dict[tuple[str, str], tuple[asyncio.Event, list[int]]] = {}
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    async def wait(self, tenant: str, key: str, seconds: float) -> None:
+        slot = (tenant, key)
+        entry = self._events.get(slot)
+        if entry is None:
+            entry = self._events[slot] = (asyncio.Event(), [0])
+        event, waiters = entry
+        waiters[0] += 1
+        try:
+            await asyncio.wait_for(event.wait(), seconds)
+        except TimeoutError:
+            pass
+        finally:
+            waiters[0] -= 1
+            if waiters[0] == 0 and self._events.get(slot) is entry:
+                del self._events[slot]  # nobody waits: keep no state behind
+
+    def notify(self, tenant: str, key: str) -> None:
+        entry = self._events.pop((tenant, key), None)
+        if entry is not None:
+            entry[0].set()

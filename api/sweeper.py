@@ -1,4 +1,5 @@
-"""The background sweeper: marks expired holds and emits ``hold.expired``.
+"""The background sweeper: marks expired holds and emits ``hold.expired``,
+purges idempotency records past retention, and flushes replay counts.
 
 Reads never depend on it (a held hold past expiry already reads expired and
 never blocks); it makes the state and the events catch up.
@@ -11,6 +12,7 @@ import logging
 
 from slotward.api.context import Services
 from slotward.engine.lifecycle import expire_due
+from slotward.engine.retention import purge_expired
 
 __all__ = ["sweep_forever", "sweep_once"]
 
@@ -24,6 +26,11 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
         n = await svc.store.write(lambda uow: expire_due(uow, svc.clock, svc.ids, batch))
         total += n
         if n == 0:
+            break
+    while True:
+        purged = await svc.store.write(lambda uow: purge_expired(uow, svc.clock, batch))
+        svc.metrics.purged(purged)
+        if purged == 0:
             break
     await svc.storms.flush()
     return total

@@ -66,8 +66,9 @@ def audit_document(entry: AuditEntry) -> dict[str, Any]:
 def execution_document(record: LedgerRecord) -> dict[str, Any]:
     """A ledger record as ``GET /v1/executions/{key}`` shows it; never its lease token.
 
-    A completed record carries its ``result`` (for a hold tool's record: the
-    stored answer's body). An executing one has none yet.
+    A completed record carries its ``result``: an execution's reported result,
+    or for a hold tool's record the stored answer's body. An executing one has
+    none yet.
     """
     doc: dict[str, Any] = {
         "key": public_key(record.key),
@@ -82,5 +83,6 @@ def execution_document(record: LedgerRecord) -> dict[str, Any]:
         "completed_at": _instant(record.completed_at),
     }
     if record.state != "executing":
-        doc["result"] = json.loads(record.body) if record.body else None
+        stored = json.loads(record.body)
+        doc["result"] = stored["result"] if record.kind == "execution" else stored
     return doc

@@ -10,7 +10,8 @@
     ├── NotFound                  404 (also for another tenant's objects)
     ├── Conflict                  409: the state of the world disagrees
     │   ├── SlotConflict          409 slot_conflict, with conflicts and alternatives
-    │   └── InProgress            409 request_in_progress, retryable
+    │   ├── InProgress            409 request_in_progress, retryable
+    │   └── LeaseLost             409 lease_lost: a completion without the current lease
     └── Unavailable               503: the store could not be reached in time, retryable
 
 Each error carries a stable ``code`` (the contract with clients), whether the
@@ -31,6 +32,7 @@ __all__ = [
     "Forbidden",
     "InProgress",
     "InvalidRequest",
+    "LeaseLost",
     "MalformedBody",
     "NotFound",
     "SlotConflict",
@@ -127,6 +129,11 @@ class InProgress(Conflict):
     title = "Request in progress"
     default_code = "request_in_progress"
     default_retryable = True
+
+
+class LeaseLost(Conflict):
+    title = "Lease lost"
+    default_code = "lease_lost"
 
 
 class Unavailable(SlotwardError):

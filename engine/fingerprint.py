@@ -68,12 +68,15 @@ def canonical_json(doc: object) -> bytes:
 def derive_key(
     *,
     tenant: str,
-    workflow: str,
+    workflow: str | None,
     tool: str,
     intent: Mapping[str, Any],
     step: int | None,
 ) -> str:
-    """The derived idempotency key of one tool call: ``idem_`` + 64 hex digits."""
+    """The derived idempotency key of one tool call: ``idem_`` + 64 hex digits.
+
+    ``workflow`` is None only for a generic execution that brings its own key.
+    """
     doc = {
         "v": FINGERPRINT_VERSION,
         "tenant": tenant,

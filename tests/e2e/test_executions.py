@@ -1,0 +1,424 @@
+"""The generic ledger over real HTTP: /v1/executions on SQLite and PostgreSQL.
+
+Every ledger transition of DESIGN section 4: acquire, duplicate in progress,
+completion (succeeded, failed_terminal, failed_retryable), replay, lease
+expiry and takeover, fencing, retention with a stepping clock, and waiting.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from aiohttp.test_utils import TestServer
+
+from slotward.api.app import bootstrap, build_app
+from slotward.api.config import Config
+from tests.e2e.conftest import Answer, Client, Server
+
+CALL: dict[str, Any] = {
+    "workflow_id": "wf-mail",
+    "step": 1,
+    "tool": "send_email",
+    "arguments": {"to": ["ana@example.com", "bo@example.com"], "subject": "Hi", "body": "..."},
+}
+
+
+def call(**changes: Any) -> dict[str, Any]:
+    return {**json.loads(json.dumps(CALL)), **changes}
+
+
+async def acquire(client: Client, body: dict[str, Any] | None = None, **kw: Any) -> Answer:
+    return await client.post("/v1/executions", body if body is not None else call(), **kw)
+
+
+async def complete(
+    client: Client, key: str | None, token: str, outcome: str = "succeeded", result: Any = None
+) -> Answer:
+    assert key is not None
+    body = {"lease_token": token, "outcome": outcome, "result": result}
+    return await client.post(f"/v1/executions/{key}/complete", body)
+
+
+def ledger_rows(server: Server) -> list[tuple[Any, ...]]:
+    return server.sql(
+        "SELECT key, state, lease_token FROM ledger WHERE kind = 'execution' ORDER BY key"
+    )
+
+
+async def test_acquire_complete_and_replay(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    assert first.status == 201, first.body
+    assert first.json["state"] == "acquired"
+    assert first.key == first.json["key"]
+    assert str(first.key).startswith("idem_")
+    assert not first.replayed
+    assert first.json["lease_expires_at"] == "2030-10-01T09:00:30Z"  # default lease: 30 s
+
+    done = await complete(agent, first.key, first.json["lease_token"], result={"id": "msg-1"})
+    assert done.status == 200, done.body
+    assert done.json == {"key": first.key, "state": "succeeded", "result": {"id": "msg-1"}}
+    assert not done.replayed
+
+    again = await acquire(agent, call(lease_seconds=60, agent_thought="send it again"))
+    assert again.status == 200
+    assert again.replayed
+    assert again.key == first.key
+    assert again.body == done.body  # the stored completion, byte for byte
+
+    read = await agent.get(f"/v1/executions/{first.key}")
+    assert read.status == 200
+    assert read.json["state"] == "succeeded"
+    assert read.json["result"] == {"id": "msg-1"}
+    assert read.json["tool"] == "send_email"
+    assert read.json["workflow_id"] == "wf-mail"
+    assert "lease_token" not in read.json  # a capability: never shown to readers
+
+
+async def test_a_duplicate_during_the_lease_is_in_progress(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    server.clock.advance(10)
+    dup = await acquire(agent)
+    assert dup.status == 409
+    assert dup.json["code"] == "request_in_progress"
+    assert dup.json["retryable"] is True
+    assert dup.headers["Retry-After"] == "20"  # the lease has 20 s left
+    assert dup.key == first.key
+    assert dup.json["lease_expires_at"] == first.json["lease_expires_at"]
+
+
+async def test_a_terminal_failure_is_replayed(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    error = {"error": "mailbox does not exist"}
+    failed = await complete(agent, first.key, first.json["lease_token"], "failed_terminal", error)
+    assert failed.status == 200
+    again = await acquire(agent)
+    assert again.status == 200
+    assert again.replayed
+    assert again.json == {"key": first.key, "state": "failed_terminal", "result": error}
+
+
+async def test_a_retryable_failure_frees_the_key(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    old = first.json["lease_token"]
+    freed = await complete(agent, first.key, old, "failed_retryable", {"error": "timeout"})
+    assert freed.status == 200
+    assert freed.json["state"] == "failed_retryable"
+    assert ledger_rows(server) == []
+    assert (await agent.get(f"/v1/executions/{first.key}")).status == 404
+
+    second = await acquire(agent)
+    assert second.status == 201
+    assert not second.replayed
+    assert second.key == first.key
+    assert second.json["lease_token"] != old
+    stale = await complete(agent, first.key, old)
+    assert stale.status == 409
+    assert stale.json["code"] == "lease_lost"
+
+
+async def test_an_expired_lease_is_taken_over_and_the_old_token_fenced(server: Server) -> None:
+    agent, other = await server.key(), await server.key(agent="agent-b")
+    first = await acquire(agent, call(lease_seconds=5))
+    server.clock.advance(6)
+    takeover = await acquire(other)
+    assert takeover.status == 201
+    assert not takeover.replayed
+    new = takeover.json["lease_token"]
+    assert new != first.json["lease_token"]
+    assert takeover.json["lease_expires_at"] == "2030-10-01T09:00:36Z"
+
+    late = await complete(agent, first.key, first.json["lease_token"], result="late")
+    assert late.status == 409
+    assert late.json["code"] == "lease_lost"
+    assert ledger_rows(server) == [(first.key, "executing", new)]  # the refusal wrote nothing
+
+    done = await complete(other, first.key, new, result="sent")
+    assert done.status == 200
+    assert done.json["result"] == "sent"
+    read = await agent.get(f"/v1/executions/{first.key}")
+    assert read.json["agent_id"] == "agent-b"
+
+
+async def test_a_completion_after_expiry_but_before_takeover_counts(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent, call(lease_seconds=1))
+    server.clock.advance(120)
+    done = await complete(agent, first.key, first.json["lease_token"], result=[1, 2])
+    assert done.status == 200
+    assert done.json["state"] == "succeeded"
+    again = await acquire(agent)
+    assert again.status == 200
+    assert again.replayed
+    assert again.json["result"] == [1, 2]
+
+
+async def test_a_repeated_completion_is_a_replay_and_a_different_one_refused(
+    server: Server,
+) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    token = first.json["lease_token"]
+    done = await complete(agent, first.key, token, result={"b": 1, "a": [1, 2]})
+    again = await complete(agent, first.key, token, result={"a": [1, 2], "b": 1})
+    assert again.status == 200
+    assert again.replayed
+    assert again.body == done.body
+    other = await complete(agent, first.key, token, result={"a": [2, 1], "b": 1})
+    assert other.status == 409
+    assert other.json["code"] == "completion_mismatch"
+    other = await complete(agent, first.key, token, "failed_terminal", {"b": 1, "a": [1, 2]})
+    assert other.status == 409
+    assert other.json["code"] == "completion_mismatch"
+
+
+async def test_a_made_up_token_cannot_complete(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    before = server.table_counts()
+    forged = await complete(agent, first.key, "lease_0000000000000000000000000000")
+    assert forged.status == 409
+    assert forged.json["code"] == "lease_lost"
+    assert server.table_counts() == before
+    assert ledger_rows(server) == [(first.key, "executing", first.json["lease_token"])]
+
+
+async def test_keys_follow_canonical_json(server: Server) -> None:
+    agent = await server.key()
+    base = await acquire(agent)
+    args = CALL["arguments"]
+    shuffled = {"body": "...", "subject": "Hi", "to": ["ana@example.com", "bo@example.com"]}
+    assert list(shuffled) != list(args)
+    same = await acquire(agent, call(arguments=shuffled, reasoning="the user asked"))
+    assert same.status == 409
+    assert same.key == base.key
+
+    reordered = {**args, "to": ["bo@example.com", "ana@example.com"]}
+    other = await acquire(agent, call(arguments=reordered))
+    assert other.status == 201
+    assert other.key != base.key
+
+    thought = await acquire(agent, call(arguments={**args, "agent_thought": "hmm"}))
+    assert thought.status == 409
+    assert thought.key == base.key
+
+    for changed in (call(step=2), call(workflow_id="wf-other"), call(tool="send_sms")):
+        answer = await acquire(agent, changed)
+        assert answer.status == 201
+        assert answer.key != base.key
+
+
+async def test_a_client_key_replaces_the_derived_one(server: Server) -> None:
+    agent = await server.key()
+    body = {"tool": "refund", "arguments": {"order": "o-1", "cents": 1250}}
+    first = await acquire(agent, body, headers={"Idempotency-Key": "refund-o-1"})
+    assert first.status == 201
+    assert first.key == "refund-o-1"
+    done = await complete(agent, "refund-o-1", first.json["lease_token"], result={"ok": True})
+    assert done.status == 200
+    assert done.json["key"] == "refund-o-1"
+    again = await acquire(agent, body, headers={"Idempotency-Key": "refund-o-1"})
+    assert again.status == 200
+    assert again.replayed
+    assert again.body == done.body
+
+    before = server.table_counts()
+    other = {"tool": "refund", "arguments": {"order": "o-1", "cents": 99999}}
+    reused = await acquire(agent, other, headers={"Idempotency-Key": "refund-o-1"})
+    assert reused.status == 422
+    assert reused.json["code"] == "idempotency_key_reused"
+    assert server.table_counts() == before
+    assert (await agent.get("/v1/executions/refund-o-1")).json["result"] == {"ok": True}
+
+
+async def test_without_a_workflow_a_client_key_is_needed(server: Server) -> None:
+    agent = await server.key()
+    answer = await acquire(agent, {"tool": "refund", "arguments": {}})
+    assert answer.status == 422
+    assert answer.json["code"] == "missing_field"
+    assert answer.json["field"] == "workflow_id"
+
+
+@pytest.mark.parametrize(
+    ("changes", "field"),
+    [
+        ({"lease_seconds": 0}, "lease_seconds"),
+        ({"lease_seconds": 301}, "lease_seconds"),
+        ({"wait_ms": 30001}, "wait_ms"),
+        ({"arguments": ["not", "an", "object"]}, "arguments"),
+        ({"step": "1"}, "step"),
+        ({"tool": ""}, "tool"),
+        ({"surprise": 1}, "surprise"),
+    ],
+)
+async def test_bad_acquires_are_refused_and_write_nothing(
+    server: Server, changes: dict[str, Any], field: str
+) -> None:
+    agent = await server.key()
+    before = server.table_counts()
+    answer = await acquire(agent, call(**changes))
+    assert answer.status == 422, answer.body
+    assert answer.json["field"] == field
+    assert server.table_counts() == before
+
+
+async def test_bad_completions_are_refused(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    token = first.json["lease_token"]
+    path = f"/v1/executions/{first.key}/complete"
+    bad = await agent.post(path, {"lease_token": token, "outcome": "done"})
+    assert bad.status == 422
+    assert bad.json["field"] == "outcome"
+    bad = await agent.post(path, {"outcome": "succeeded"})
+    assert bad.status == 422
+    assert bad.json["field"] == "lease_token"
+    assert ledger_rows(server) == [(first.key, "executing", token)]
+
+
+async def test_a_hold_key_reads_as_a_record_but_cannot_be_completed(
+    server: Server, hold_body: dict[str, Any]
+) -> None:
+    agent = await server.key()
+    hold = await agent.create(hold_body)
+    read = await agent.get(f"/v1/executions/{hold.key}")
+    assert read.status == 200
+    assert read.json["kind"] == "hold"
+    assert read.json["state"] == "succeeded"
+    assert read.json["tool"] == "create_calendar_hold"
+    assert read.json["result"] == hold.json
+    answer = await complete(agent, str(hold.key), "lease_x")
+    assert answer.status == 404
+    assert answer.json["code"] == "execution_not_found"
+
+
+async def test_executions_belong_to_their_tenant(server: Server) -> None:
+    agent, stranger = await server.key(), await server.key(tenant="globex")
+    first = await acquire(agent)
+    assert (await stranger.get(f"/v1/executions/{first.key}")).status == 404
+    stolen = await complete(stranger, first.key, first.json["lease_token"])
+    assert stolen.status == 409
+    assert stolen.json["code"] == "lease_lost"
+    mine = await acquire(stranger)  # the same call in another tenant is another key
+    assert mine.status == 201
+    assert mine.key != first.key
+
+
+async def test_only_writers_acquire_and_complete(server: Server) -> None:
+    agent, reviewer = await server.key(), await server.key(agent="rev", role="reviewer")
+    first = await acquire(agent)
+    assert (await acquire(reviewer)).status == 403
+    assert (await complete(reviewer, first.key, first.json["lease_token"])).status == 403
+    assert (await reviewer.get(f"/v1/executions/{first.key}")).status == 200
+
+
+async def test_fifty_concurrent_acquires_give_one_lease(server: Server) -> None:
+    agents = [await server.key(agent=f"agent-{i % 5}") for i in range(5)]
+    answers = await asyncio.gather(*(acquire(agents[i % 5]) for i in range(50)))
+    statuses = sorted(a.status for a in answers)
+    assert statuses == [201] + [409] * 49
+    assert {a.key for a in answers} == {answers[0].key}
+    assert all(a.json["code"] == "request_in_progress" for a in answers if a.status == 409)
+    winner = next(a for a in answers if a.status == 201)
+    rows = ledger_rows(server)
+    assert rows == [(winner.key, "executing", winner.json["lease_token"])]
+    acquires = server.sql("SELECT outcome FROM audit_log WHERE action = 'execution.acquire'")
+    assert acquires == [("fresh",)]
+
+
+async def _until(condition: Any) -> None:
+    for _ in range(2000):  # bounded: reached within a few loop turns
+        if condition():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition never held")
+
+
+async def test_wait_ms_returns_the_result_that_lands_meanwhile(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
+    await _until(lambda: len(server.services.completions) == 1)
+    done = await complete(agent, first.key, first.json["lease_token"], result="sent")
+    answer = await waiting
+    assert answer.status == 200
+    assert answer.replayed
+    assert answer.body == done.body
+    assert len(server.services.completions) == 0  # nothing left behind
+
+
+async def test_wait_ms_ends_with_the_lease_when_the_holder_frees_it(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
+    await _until(lambda: len(server.services.completions) == 1)
+    await complete(agent, first.key, first.json["lease_token"], "failed_retryable")
+    answer = await waiting
+    assert answer.status == 201
+    assert answer.json["state"] == "acquired"
+    assert answer.json["lease_token"] != first.json["lease_token"]
+
+
+async def test_wait_ms_gives_up_with_in_progress(server: Server) -> None:
+    agent = await server.key()
+    await acquire(agent)
+    answer = await acquire(agent, call(wait_ms=250))
+    assert answer.status == 409
+    assert answer.json["code"] == "request_in_progress"
+    assert len(server.services.completions) == 0
+
+
+@pytest.fixture
+def config_overrides() -> dict[str, Any]:
+    return {"retention_hours": 1}
+
+
+async def test_records_are_purged_after_retention(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    server.clock.advance(60)
+    await complete(agent, first.key, first.json["lease_token"], result="sent")
+    server.clock.advance(10)
+    kept = await acquire(agent, call(step=2))  # never completed: abandoned
+    server.clock.advance(3600 - 10 - 1)  # retention runs from the completion
+    await server.sweep()
+    assert [r[0] for r in ledger_rows(server)] == sorted([str(first.key), str(kept.key)])
+    server.clock.advance(1)
+    await server.sweep()
+    assert [r[0] for r in ledger_rows(server)] == [kept.key]
+    again = await acquire(agent)
+    assert again.status == 201
+    assert not again.replayed
+    server.clock.advance(10)
+    await server.sweep()
+    assert [r[0] for r in ledger_rows(server)] == [again.key]
+
+
+async def test_wait_ms_sees_a_completion_made_by_another_process(
+    server: Server, database: tuple[str, Any]
+) -> None:
+    """A second app on the same database: its completion wakes nobody here, polling finds it."""
+    url, _ = database
+    config = Config(db_url=url)
+    other = await bootstrap(config, clock=server.clock)
+    other_server = TestServer(build_app(other, config, sweep=False))
+    await other_server.start_server()
+    try:
+        agent = await server.key()
+        there = Client(server.session, str(other_server.make_url("")).rstrip("/"), agent.secret)
+        first = await acquire(there)
+        waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
+        await _until(lambda: len(server.services.completions) == 1)
+        done = await complete(there, first.key, first.json["lease_token"], result="sent")
+        answer = await waiting
+        assert answer.status == 200
+        assert answer.replayed
+        assert answer.body == done.body
+    finally:
+        await other_server.close()

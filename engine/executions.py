@@ -29,6 +29,7 @@ from slotward.engine.errors import (
     NotFound,
     SlotwardError,
     ValidationFailed,
+    answering_for,
 )
 from slotward.engine.fingerprint import (
     CLIENT_PREFIX,
@@ -217,21 +218,10 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
     token is refused (``completion_mismatch``), and so is any other token.
     """
     tenant = done.principal.tenant
-    with uow:
+    with uow, answering_for(done.key):
         uow.lock_tenant(tenant)
         now = clock.now()
-        record = find_record(uow, tenant, done.key)
-        if record is not None and record.kind != "execution":
-            raise NotFound(
-                f"{done.key!r} is a hold tool's key: holds complete through commit and release",
-                code="execution_not_found",
-            )
-        if record is None or record.lease_token != done.lease_token:
-            raise LeaseLost(
-                "this lease token does not hold the key: the lease was taken over, freed by a "
-                "retryable failure, never acquired, or the record passed retention",
-                extra={"key": done.key},
-            )
+        record = _completable(find_record(uow, tenant, done.key), done)
         body = encode({"key": public_key(record.key), "state": done.outcome, "result": done.result})
         if record.state != "executing":
             return _repeat(record, done)
@@ -248,6 +238,20 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
         audit(uow, tenant, agent, now, "execution.complete", record.key, None, done.outcome)
         uow.commit()
     return Reply(200, body, public_key(record.key), False, workflow_id=record.workflow_id)
+
+
+def _completable(record: LedgerRecord | None, done: Completion) -> LedgerRecord:
+    if record is not None and record.kind != "execution":
+        raise NotFound(
+            f"{done.key!r} is a hold tool's key: holds complete through commit and release",
+            code="execution_not_found",
+        )
+    if record is None or record.lease_token != done.lease_token:
+        raise LeaseLost(
+            "this lease token does not hold the key: the lease was taken over, freed by a "
+            "retryable failure, never acquired, or the record passed retention"
+        )
+    return record
 
 
 def _repeat(record: LedgerRecord, done: Completion) -> Reply:

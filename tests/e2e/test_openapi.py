@@ -415,6 +415,33 @@ async def test_a_scripted_scenario_conforms_to_the_document(
     conform(spec, "GET", "/healthz", health)
 
 
+async def test_the_ledger_conforms_to_the_document(server: Server, spec: dict[str, Any]) -> None:
+    agent = await server.key()
+    body = {"workflow_id": "wf-1", "tool": "send_email", "arguments": {"to": ["a@example.com"]}}
+    acquired = await agent.post("/v1/executions", body)
+    assert acquired.status == 201
+    lease = conform(spec, "POST", "/v1/executions", acquired)
+    path = f"/v1/executions/{lease['key']}"
+    busy = await agent.post("/v1/executions", body)
+    assert busy.status == 409
+    conform(spec, "POST", "/v1/executions", busy)
+    executing = await agent.get(path)
+    assert conform(spec, "GET", "/v1/executions/{key}", executing)["state"] == "executing"
+
+    result = {"lease_token": lease["lease_token"], "outcome": "succeeded", "result": {"id": 1}}
+    done = await agent.post(path + "/complete", result)
+    assert done.status == 200
+    conform(spec, "POST", "/v1/executions/{key}/complete", done)
+    replay = await agent.post("/v1/executions", body)
+    assert replay.status == 200
+    conform(spec, "POST", "/v1/executions", replay)
+    stale = await agent.post(path + "/complete", {**result, "lease_token": "lease_x"})
+    assert stale.status == 409
+    conform(spec, "POST", "/v1/executions/{key}/complete", stale)
+    read = await agent.get(path)
+    assert conform(spec, "GET", "/v1/executions/{key}", read)["result"] == {"id": 1}
+
+
 async def test_error_responses_conform_to_the_problem_schema(
     server: Server, spec: dict[str, Any]
 ) -> None:

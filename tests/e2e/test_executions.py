@@ -422,3 +422,19 @@ async def test_wait_ms_sees_a_completion_made_by_another_process(
         assert answer.body == done.body
     finally:
         await other_server.close()
+
+
+async def test_a_hold_past_retention_is_not_booked_twice(
+    server: Server, hold_body: dict[str, Any]
+) -> None:
+    agent = await server.key()
+    hold = await agent.create(hold_body)
+    await agent.commit(hold.json["id"], hold.json["token"])
+    server.clock.advance(3600)
+    await server.sweep()
+    assert server.sql("SELECT count(*) FROM ledger") == [(0,)]
+    again = await agent.create(hold_body)
+    assert again.status == 409
+    assert again.json["code"] == "slot_conflict"
+    assert again.json["conflicts"][0]["same_intent"] is True
+    assert server.sql("SELECT count(*) FROM holds") == [(1,)]

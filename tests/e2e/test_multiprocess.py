@@ -6,7 +6,8 @@ clients claim 20 slots with mixed priorities, and a third of them retry with
 the same call reworded. Afterwards the database must show: no two live or
 committed holds of an attendee overlap, one hold per intent, every duplicate
 answered from the ledger, preemption only by a strictly higher priority, and
-an audit chain that verifies.
+an audit chain that verifies. The generic ledger gets the same treatment: one
+lease per key, one takeover per expired lease, the old token fenced.
 """
 
 from __future__ import annotations
@@ -246,3 +247,84 @@ BAD_PREEMPTIONS = """
     SELECT count(*) FROM holds loser JOIN holds winner ON winner.id = loser.preempted_by
     WHERE loser.status = 'preempted' AND winner.priority <= loser.priority
 """
+
+
+EXEC_KEYS = 10
+EXEC_PER_KEY = 20
+
+
+async def test_one_lease_per_key_across_processes(cluster: tuple[str, str]) -> None:
+    """Over 4 processes: 20 acquires per key give one lease, and 20 per expired lease one takeover.
+
+    The racing acquires ask for long leases, so no lease can run out during a
+    race however slow the machine: exactly one 201 per key is then the only
+    correct outcome.
+    """
+    base, url = cluster
+    keys = await _keys(url, [50] * 8)
+
+    def body(n: int, lease: int = 300) -> dict[str, Any]:
+        call = {"tool": "send_email", "arguments": {"n": n}, "lease_seconds": lease}
+        return {"workflow_id": f"wf-exec-{n}", **call}
+
+    async def race(session: aiohttp.ClientSession, base_n: int) -> list[dict[str, Any]]:
+        """Race every key; return each key's one winning answer."""
+        calls = [
+            (base_n + i % EXEC_KEYS, keys[i % len(keys)]) for i in range(EXEC_KEYS * EXEC_PER_KEY)
+        ]
+        answers = await asyncio.gather(
+            *(_post(session, f"{base}/v1/executions", key, body(n)) for n, key in calls)
+        )
+        by_key: dict[int, list[dict[str, Any]]] = defaultdict(list)
+        for (n, _), answer in zip(calls, answers, strict=True):
+            by_key[n].append(answer)
+        winners = []
+        for n in range(base_n, base_n + EXEC_KEYS):
+            statuses = sorted(a["status"] for a in by_key[n])
+            assert statuses == [201] + [409] * (EXEC_PER_KEY - 1), (n, statuses)
+            winners.append(next(json.loads(a["body"]) for a in by_key[n] if a["status"] == 201))
+        return winners
+
+    async def complete(
+        session: aiohttp.ClientSession, lease: dict[str, Any], result: object
+    ) -> int:
+        done = {"lease_token": lease["lease_token"], "outcome": "succeeded", "result": result}
+        url = f"{base}/v1/executions/{lease['key']}/complete"
+        return int((await _post(session, url, keys[0], done))["status"])
+
+    connector = aiohttp.TCPConnector(force_close=True, limit=EXEC_KEYS * EXEC_PER_KEY)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        fresh = await race(session, 0)
+        short = [
+            json.loads((await _post(session, f"{base}/v1/executions", keys[0], body(n, 1)))["body"])
+            for n in range(100, 100 + EXEC_KEYS)
+        ]
+        await asyncio.sleep(1.1)  # until every 1 s lease has run out (server time)
+        taken = await race(session, 100)
+        for old, new in zip(short, taken, strict=True):
+            assert new["lease_token"] != old["lease_token"]
+            assert await complete(session, old, "late") == 409  # fenced: taken over
+            assert await complete(session, new, "sent") == 200
+        for lease in fresh:
+            assert await complete(session, lease, "sent") == 200
+        replays = await asyncio.gather(
+            *(_post(session, f"{base}/v1/executions", keys[1], body(n)) for n in range(EXEC_KEYS))
+        )
+        assert {(a["status"], a["replayed"]) for a in replays} == {(200, "true")}
+
+    engine = create_engine(url.replace("+asyncpg", "+psycopg"), poolclass=NullPool)
+    with engine.connect() as conn:
+        states = conn.execute(
+            text("SELECT state, count(*) FROM ledger WHERE kind = 'execution' GROUP BY state")
+        ).all()
+        outcomes = conn.execute(
+            text(
+                "SELECT outcome, count(*) FROM audit_log WHERE action LIKE 'execution.%' "
+                "GROUP BY outcome ORDER BY outcome"
+            )
+        ).all()
+    engine.dispose()
+    assert [tuple(r) for r in states] == [("succeeded", 2 * EXEC_KEYS)]
+    assert [tuple(r) for r in outcomes] == [
+        ("fresh", 2 * EXEC_KEYS), ("succeeded", 2 * EXEC_KEYS), ("takeover", EXEC_KEYS)
+    ]  # fmt: skip

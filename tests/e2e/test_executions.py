@@ -438,3 +438,21 @@ async def test_a_hold_past_retention_is_not_booked_twice(
     assert again.json["code"] == "slot_conflict"
     assert again.json["conflicts"][0]["same_intent"] is True
     assert server.sql("SELECT count(*) FROM holds") == [(1,)]
+
+
+async def test_the_workflow_view_lists_its_executions(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    await complete(agent, first.key, first.json["lease_token"], result={"id": "m-1"})
+    server.clock.advance(5)
+    running = await acquire(agent, call(step=2))
+    view = await agent.get("/v1/workflows/wf-mail")
+    assert view.status == 200
+    executions = view.json["executions"]
+    assert [(e["key"], e["state"]) for e in executions] == [
+        (first.key, "succeeded"),
+        (running.key, "executing"),
+    ]
+    assert executions[0]["result"] == {"id": "m-1"}
+    assert "result" not in executions[1]
+    assert view.json["last_activity_at"] == "2030-10-01T09:00:05Z"  # the second acquire

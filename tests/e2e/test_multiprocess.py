@@ -13,6 +13,7 @@ lease per key, one takeover per expired lease, the old token fenced.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import os
 import random
@@ -42,6 +43,7 @@ from tests.e2e.conftest import overlaps_query
 from tests.pgserver import PgServer
 
 WORKERS = 4
+_DATABASES = itertools.count()  # one fresh database per test
 CLIENTS = 400
 SLOTS = 20
 CLI = [sys.executable, "-m", "slotward.api.cli"]
@@ -55,7 +57,7 @@ def _free_port() -> int:
 
 @pytest.fixture
 def cluster(postgres: PgServer, tmp_path: Path) -> Iterator[tuple[str, str]]:
-    url = postgres.create_database("multiprocess", template=TEMPLATE)
+    url = postgres.create_database(f"multiprocess_{next(_DATABASES)}", template=TEMPLATE)
     port = _free_port()
     log = (tmp_path / "cluster.log").open("w")  # a file, never a pipe nobody drains
     proc = subprocess.Popen(

@@ -440,6 +440,9 @@ async def test_the_ledger_conforms_to_the_document(server: Server, spec: dict[st
     conform(spec, "POST", "/v1/executions/{key}/complete", stale)
     read = await agent.get(path)
     assert conform(spec, "GET", "/v1/executions/{key}", read)["result"] == {"id": 1}
+    view = await agent.get("/v1/workflows/wf-1")
+    assert view.status == 200
+    assert conform(spec, "GET", "/v1/workflows/{workflow_id}", view)["executions"]
 
 
 async def test_error_responses_conform_to_the_problem_schema(

@@ -19,9 +19,21 @@ from slotward.engine.errors import Forbidden, InvalidRequest, Unauthenticated
 from slotward.engine.model import Principal, Role
 from slotward.engine.ports import Clock, IdGenerator, Store, UnitOfWork
 
-__all__ = ["ROLES", "KeyCache", "NewKey", "authenticate", "create_key", "hash_key", "require_role"]
+__all__ = [
+    "PRINCIPAL",
+    "ROLES",
+    "KeyCache",
+    "NewKey",
+    "authenticate",
+    "create_key",
+    "hash_key",
+    "require_role",
+]
 
 ROLES: tuple[Role, ...] = ("agent", "reviewer", "admin")
+
+# The caller once its key is resolved, for the access log (never the key itself).
+PRINCIPAL = web.RequestKey("slotward.principal", Principal)
 
 
 def hash_key(secret: str) -> str:
@@ -85,6 +97,7 @@ async def authenticate(
     principal = await cache.principal(secret.strip())
     if principal is None:
         raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
+    request[PRINCIPAL] = principal
     require_role(principal, roles)
     return principal
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from slotward.api.app import migrate, open_store
 from slotward.api.auth import ROLES, create_key
 from slotward.api.config import Config
+from slotward.api.logs import configure_logging
 from slotward.api.serving import serve
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.errors import SlotwardError
@@ -60,6 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         defaults = Config.from_env(os.environ)
         args = _parser(defaults).parse_args(argv)
         config = Config(**{**defaults.__dict__, "db_url": args.db})
+        configure_logging(config)  # to stderr; stdout stays for what the command prints
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
             serve(config, demo_key=args.demo_key, workers=args.workers)

@@ -17,6 +17,8 @@ __all__ = ["DEFAULT_DB", "Config"]
 DEFAULT_DB = "sqlite+aiosqlite:///./slotward.db"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+_LOG_FORMATS = ("json", "text")
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,22 @@ class Config:
             log_level=env.get("SLOTWARD_LOG_LEVEL", base.log_level),
         )
 
+    def check_logging(self) -> None:
+        """Refuse a log format or level slotward does not know (422 invalid_config)."""
+        if self.log_format not in _LOG_FORMATS:
+            raise InvalidRequest(
+                f"SLOTWARD_LOG_FORMAT must be json or text, got {self.log_format!r}",
+                code="invalid_config",
+            )
+        if self.log_level.upper() not in _LOG_LEVELS:
+            raise InvalidRequest(
+                f"SLOTWARD_LOG_LEVEL must be one of {', '.join(_LOG_LEVELS)}, "
+                f"got {self.log_level!r}",
+                code="invalid_config",
+            )
+
     def policy(self) -> Policy:
+        self.check_logging()  # every way in refuses a bad setting, not only `serve`
         if not 1 <= self.retention_hours <= 24 * 30:
             raise InvalidRequest("retention must be 1 hour to 30 days", code="invalid_config")
         if self.storm_replays < 1:

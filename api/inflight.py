@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 
 from slotward.engine.errors import InProgress
 from slotward.engine.model import Reply
@@ -63,7 +64,7 @@ class InFlight:
             return None
         finally:
             self.waiting -= 1
-        return Reply(reply.status, reply.body, reply.key, True, reply.hold_id)
+        return replace(reply, replayed=True, takeover=False, preempted=0)
 
 
 class Completions:

@@ -21,6 +21,7 @@ from aiohttp import web
 from slotward.api.app import bootstrap, build_app, migrate
 from slotward.api.auth import create_key
 from slotward.api.config import Config
+from slotward.api.logs import configure_logging
 from slotward.engine.model import Principal
 
 __all__ = ["serve"]
@@ -51,6 +52,7 @@ def serve(config: Config, *, demo_key: bool, workers: int) -> None:
 
 
 def _child(config: Config) -> None:
+    configure_logging(config)  # a spawned process starts with logging unconfigured
     parent = os.getppid()
     # A worker must not outlive its parent (kill -9 included), or it would go
     # on serving the port beside a new server.
@@ -71,7 +73,8 @@ async def _serve_one(
 ) -> None:
     """Bind first, then announce: a busy port fails before anything is printed."""
     services = await bootstrap(config)
-    runner = web.AppRunner(build_app(services, config), handle_signals=False)
+    # access_log=None: the observe middleware writes the one access line per request.
+    runner = web.AppRunner(build_app(services, config), handle_signals=False, access_log=None)
     await runner.setup()
     stop = asyncio.Event()
     watcher: asyncio.Task[None] | None = None

@@ -1,0 +1,113 @@
+"""The log formatters and configure_logging, on real loggers and a string stream."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import sys
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from slotward.api.config import Config
+from slotward.api.logs import JsonFormatter, TextFormatter, configure_logging
+from slotward.engine.errors import InvalidRequest
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    """configure_logging changes the root logger: put it back for the next test."""
+    root, own = logging.getLogger(), logging.getLogger("slotward")
+    handlers, level, own_level = list(root.handlers), root.level, own.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    own.setLevel(own_level)
+
+
+def _record(msg: str = "hello %s", *args: object, **extra: object) -> logging.LogRecord:
+    logger = logging.getLogger("slotward.test")
+    return logger.makeRecord(logger.name, logging.INFO, "f.py", 1, msg, args, None, extra=extra)
+
+
+def test_json_lines_carry_the_four_fields_and_the_extras() -> None:
+    record = _record("hello %s", "world", route="/v1/holds", status=201, workflow=None)
+    doc = json.loads(JsonFormatter().format(record))
+    assert doc["level"] == "INFO"
+    assert doc["logger"] == "slotward.test"
+    assert doc["msg"] == "hello world"
+    assert doc["route"] == "/v1/holds"
+    assert doc["status"] == 201
+    assert "workflow" not in doc  # None is left out, not written as null
+    assert doc["ts"].endswith("Z")
+    moment = datetime.fromisoformat(doc["ts"].replace("Z", "+00:00"))
+    assert abs(moment - datetime.fromtimestamp(record.created, UTC)).total_seconds() < 0.001
+
+
+def test_an_extra_cannot_overwrite_the_fixed_fields() -> None:
+    doc = json.loads(JsonFormatter().format(_record("m", level="fake", logger="fake", ts="x")))
+    assert (doc["level"], doc["logger"], doc["ts"] != "x") == ("INFO", "slotward.test", True)
+
+
+def test_exceptions_are_one_json_line() -> None:
+    logger = logging.getLogger("slotward.test")
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logger.makeRecord(
+            logger.name, logging.ERROR, "f.py", 1, "failed", (), sys.exc_info()
+        )
+    line = JsonFormatter().format(record)
+    assert "\n" not in line
+    assert "ValueError: boom" in json.loads(line)["exc"]
+
+
+def test_text_lines_read_as_key_value_pairs() -> None:
+    line = TextFormatter().format(_record("POST %s 201", "/v1/holds", outcome="fresh"))
+    assert line.endswith("INFO slotward.test POST /v1/holds 201 outcome=fresh")
+
+
+def test_configure_logging_writes_json_for_slotward_and_keeps_others_at_warning() -> None:
+    stream = io.StringIO()
+    configure_logging(Config(log_format="json", log_level="debug"), stream)
+    logging.getLogger("slotward.access").debug("mine", extra={"key": "idem_1"})
+    logging.getLogger("aiosqlite").debug("executing SELECT with parameters")
+    logging.getLogger("aiosqlite").warning("library warning")
+    lines = [json.loads(line) for line in stream.getvalue().splitlines()]
+    assert [(d["logger"], d["msg"]) for d in lines] == [
+        ("slotward.access", "mine"),
+        ("aiosqlite", "library warning"),
+    ]
+    assert lines[0]["key"] == "idem_1"
+
+
+def test_configure_logging_twice_replaces_its_handler() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    configure_logging(Config(log_format="json"), first)
+    configure_logging(Config(log_format="text"), second)
+    logging.getLogger("slotward.access").info("once")
+    assert first.getvalue() == ""
+    assert second.getvalue().rstrip().endswith("INFO slotward.access once")
+
+
+@pytest.mark.parametrize(
+    ("fields", "named"),
+    [({"log_format": "xml"}, "SLOTWARD_LOG_FORMAT"), ({"log_level": "loud"}, "SLOTWARD_LOG_LEVEL")],
+)
+def test_unknown_log_settings_are_refused(fields: dict[str, str], named: str) -> None:
+    config = Config(**fields)  # type: ignore[arg-type]
+    for check in (lambda: configure_logging(config, io.StringIO()), config.policy):
+        with pytest.raises(InvalidRequest) as caught:
+            check()
+        assert caught.value.code == "invalid_config"
+        assert named in caught.value.detail
+
+
+def test_log_settings_come_from_the_environment() -> None:
+    config = Config.from_env({"SLOTWARD_LOG_FORMAT": "text", "SLOTWARD_LOG_LEVEL": "WARNING"})
+    config.check_logging()
+    assert (config.log_format, config.log_level) == ("text", "WARNING")
+    with pytest.raises(InvalidRequest):
+        Config.from_env({"SLOTWARD_LOG_FORMAT": "JSONL"}).check_logging()

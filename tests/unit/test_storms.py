@@ -1,0 +1,191 @@
+"""The retry-storm watch on the in-memory store: windows, flushes, several processes.
+
+Each :class:`StormWatch` stands for one server process; two of them on one
+store are two processes on one database.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from slotward.api.storms import StormWatch
+from slotward.api.telemetry import Metrics
+from slotward.engine.audit import GENESIS, verify_chain
+from slotward.engine.clock import FixedClock
+from slotward.engine.errors import NotFound
+from slotward.engine.fakes import InMemoryStore, InMemoryUnitOfWork, SequentialIds
+from slotward.engine.model import Principal, Reply
+from slotward.engine.policy import Policy
+from slotward.engine.workflows import Unflushed, flag_retry_storm, workflow_view
+
+T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
+WINDOW = timedelta(seconds=10)
+POLICY = Policy(storm_replays=3, storm_window=WINDOW)
+REPLAY = Reply(201, b"{}", "idem_x", replayed=True)
+FRESH = Reply(201, b"{}", "idem_x", replayed=False)
+
+
+class CountingMetrics(Metrics):
+    """The real metrics, read back from their registry."""
+
+    @property
+    def storms(self) -> float:
+        return self.registry.get_sample_value("slotward_retry_storms_total") or 0.0
+
+
+@pytest.fixture
+def store() -> InMemoryStore:
+    return InMemoryStore()
+
+
+@pytest.fixture
+def clock() -> FixedClock:
+    return FixedClock(T0)
+
+
+def _watch(store: InMemoryStore, clock: FixedClock) -> tuple[StormWatch, CountingMetrics]:
+    metrics = CountingMetrics()
+    return StormWatch(store, clock, SequentialIds(), POLICY, metrics), metrics
+
+
+async def _replays(watch: StormWatch, n: int, workflow: str = "wf", tenant: str = "acme") -> None:
+    for _ in range(n):
+        await watch.observe(tenant, workflow, REPLAY)
+
+
+def _storm_types(store: InMemoryStore) -> list[str]:
+    return [e.type for e in store.state.outbox if e.type == "workflow.retry_storm"]
+
+
+async def test_the_threshold_within_the_window_flags_once(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    watch, metrics = _watch(store, clock)
+    await _replays(watch, 2)
+    assert metrics.storms == 0
+    await _replays(watch, 1)
+    assert metrics.storms == 1
+    assert _storm_types(store) == ["workflow.retry_storm"]
+    [event] = store.state.outbox
+    assert event.payload == {
+        "workflow_id": "wf",
+        "replays": 3,
+        "window_seconds": 10.0,
+        "at": "2030-10-01T09:00:00Z",
+    }
+    await _replays(watch, 10)
+    clock.advance(9)
+    await _replays(watch, 3)
+    assert metrics.storms == 1
+    clock.advance(1)  # a full window after the flag
+    await _replays(watch, 3)
+    assert metrics.storms == 2
+    chain = store.state.audit["acme"]
+    assert [(e.action, e.key, e.outcome) for e in chain] == [
+        ("workflow.retry_storm", "wf", "flagged")
+    ] * 2
+    assert verify_chain(chain, (0, GENESIS)).ok
+
+
+async def test_fresh_answers_and_calls_without_a_workflow_are_not_counted(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    watch, metrics = _watch(store, clock)
+    for _ in range(5):
+        await watch.observe("acme", "wf", FRESH)
+        await watch.observe("acme", None, REPLAY)
+    assert watch.watched == 0
+    await watch.flush()
+    assert store.state.workflows == {}
+    assert metrics.storms == 0
+
+
+async def test_replays_spread_wider_than_the_window_are_not_flagged(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    watch, metrics = _watch(store, clock)
+    for _ in range(20):
+        await _replays(watch, 1)
+        await watch.flush()
+        clock.advance(5)  # 3 replays span exactly 10 s: never 3 within 10 s
+    assert metrics.storms == 0
+    assert store.state.workflows[("acme", "wf")].replays == 20
+
+
+async def test_flush_hands_over_counts_and_forgets_idle_workflows(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    watch, _ = _watch(store, clock)
+    await _replays(watch, 2, "wf-a")
+    await _replays(watch, 1, "wf-b", tenant="globex")
+    assert watch.unflushed("acme", "wf-a") == Unflushed(2, T0)
+    await watch.flush()
+    assert watch.unflushed("acme", "wf-a") == Unflushed()
+    stats = store.state.workflows
+    assert (stats[("acme", "wf-a")].replays, stats[("globex", "wf-b")].replays) == (2, 1)
+    assert stats[("acme", "wf-a")].last_replay_at == T0
+    assert watch.watched == 2
+    clock.advance(WINDOW.total_seconds())
+    await watch.flush()
+    assert watch.watched == 0  # memory is bounded by the workflows of one window
+
+
+async def test_a_storm_spread_over_two_processes_is_flagged_once(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    one, m1 = _watch(store, clock)
+    two, m2 = _watch(store, clock)
+    await _replays(one, 1)
+    await _replays(two, 1)
+    await one.flush()
+    await two.flush()
+    clock.advance(1)
+    await _replays(one, 1)
+    await _replays(two, 1)
+    await one.flush()  # the stored total rose from 0 to 3 since one's first flush
+    await two.flush()
+    assert (m1.storms, m2.storms) == (1, 0)
+    assert len(_storm_types(store)) == 1
+
+
+async def test_two_processes_each_seeing_a_storm_flag_it_once(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    one, m1 = _watch(store, clock)
+    two, m2 = _watch(store, clock)
+    await _replays(one, 3)
+    await _replays(two, 3)
+    assert (m1.storms, m2.storms) == (1, 0)
+    assert store.state.workflows[("acme", "wf")].storms == 1
+
+
+def test_flagging_again_within_the_window_is_refused(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+
+    ids = SequentialIds()
+
+    def flag() -> bool:
+        return flag_retry_storm(
+            InMemoryUnitOfWork(store.state), "acme", "wf", 3, WINDOW, clock, ids
+        )
+
+    assert flag() is True
+    clock.advance(9.999)
+    assert flag() is False
+    clock.advance(0.001)
+    assert flag() is True
+    assert store.state.workflows[("acme", "wf")].storms == 2
+
+
+def test_the_view_of_a_workflow_nobody_used_is_not_found(store: InMemoryStore) -> None:
+
+    reader = Principal("acme", "agent", "reviewer", 0)
+    uow = InMemoryUnitOfWork(store.state)
+    with pytest.raises(NotFound) as caught:
+        workflow_view(uow, reader, "wf", T0)
+    assert caught.value.code == "workflow_not_found"
+    seen = workflow_view(uow, reader, "wf", T0, Unflushed(2, T0))
+    assert (seen["replays"], seen["last_activity_at"]) == (2, "2030-10-01T09:00:00Z")

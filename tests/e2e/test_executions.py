@@ -17,6 +17,7 @@ from aiohttp.test_utils import TestServer
 from slotward.api.app import bootstrap, build_app
 from slotward.api.config import Config
 from tests.e2e.conftest import Answer, Client, Server
+from tests.e2e.test_metrics import read_metrics, sample
 
 CALL: dict[str, Any] = {
     "workflow_id": "wf-mail",
@@ -456,3 +457,28 @@ async def test_the_workflow_view_lists_its_executions(server: Server) -> None:
     assert executions[0]["result"] == {"id": "m-1"}
     assert "result" not in executions[1]
     assert view.json["last_activity_at"] == "2030-10-01T09:00:05Z"  # the second acquire
+
+
+async def test_ledger_outcomes_are_counted(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)  # fresh
+    await acquire(agent)  # in_progress
+    server.clock.advance(31)
+    taken = await acquire(agent)  # takeover
+    await complete(agent, first.key, first.json["lease_token"])  # fencing_rejected
+    await complete(agent, taken.key, taken.json["lease_token"], result="ok")  # fresh too
+    await acquire(agent)  # replayed
+    other = call(arguments={"x": 1})
+    await acquire(agent, other, headers={"Idempotency-Key": "k-1"})  # fresh
+    await acquire(agent, call(), headers={"Idempotency-Key": "k-1"})  # mismatch
+    metrics = await read_metrics(server)
+    counted = {
+        outcome: sample(metrics, "slotward_idempotency_total", outcome=outcome)
+        for outcome in ("fresh", "replayed", "in_progress", "mismatch", "takeover",
+                        "fencing_rejected")
+    }  # fmt: skip
+    assert counted == {
+        "fresh": 3, "replayed": 1, "in_progress": 1, "mismatch": 1, "takeover": 1,
+        "fencing_rejected": 1,
+    }  # fmt: skip
+    assert sample(metrics, "slotward_ledger_executing") == 1  # k-1 still runs

@@ -16,13 +16,14 @@ from slotward.api.config import Config
 from slotward.api.context import SERVICES, Services
 from slotward.api.inflight import Completions, InFlight
 from slotward.api.jsonbody import MAX_BODY_BYTES
+from slotward.api.metrics import Metrics
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
 from slotward.api.problems import problem_middleware
 from slotward.api.storms import StormWatch
 from slotward.api.sweeper import sweep_forever
 from slotward.api.table import ROUTES
-from slotward.api.telemetry import Metrics, observe_middleware
+from slotward.api.telemetry import observe_middleware
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
 
@@ -55,7 +56,7 @@ async def bootstrap(
     clock = clock or SystemClock()
     ids = ids or TimeOrderedIds()
     policy = config.policy()
-    metrics = Metrics()
+    metrics = Metrics(config.metrics_dir)
     return Services(
         store=chosen,
         clock=clock,

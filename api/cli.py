@@ -6,7 +6,9 @@ import argparse
 import asyncio
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 
 from slotward.api.app import migrate, open_store
 from slotward.api.auth import ROLES, create_key
@@ -56,6 +58,18 @@ async def _new_key(config: Config, principal: Principal) -> str:
     return made.secret
 
 
+def _serve(config: Config, *, demo_key: bool, workers: int) -> None:
+    if workers <= 1:
+        serve(config, demo_key=demo_key, workers=1)
+        return
+    with tempfile.TemporaryDirectory(prefix="slotward-metrics-") as shared:
+        # The workers are spawned: new interpreters inheriting this environment,
+        # so prometheus-client loads in its multiprocess mode there and they
+        # pool their counts in `shared` (api/metrics.py).
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = shared
+        serve(replace(config, metrics_dir=shared), demo_key=demo_key, workers=workers)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         defaults = Config.from_env(os.environ)
@@ -64,7 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(config)  # to stderr; stdout stays for what the command prints
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
-            serve(config, demo_key=args.demo_key, workers=args.workers)
+            _serve(config, demo_key=args.demo_key, workers=args.workers)
         elif args.command == "keys":
             principal = Principal(args.tenant, args.agent, args.role, args.priority)
             secret = asyncio.run(_new_key(config, principal))

@@ -35,6 +35,9 @@ class Config:
     storm_window_seconds: float = 60.0
     log_format: str = "json"
     log_level: str = "INFO"
+    # Set by `serve --workers N` for its worker processes, never from the
+    # environment: the directory where they pool their metrics.
+    metrics_dir: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Config:

@@ -8,8 +8,8 @@ from aiohttp import web
 
 from slotward.api.auth import KeyCache
 from slotward.api.inflight import Completions, InFlight
+from slotward.api.metrics import Metrics
 from slotward.api.storms import StormWatch
-from slotward.api.telemetry import Metrics
 from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, Store
 

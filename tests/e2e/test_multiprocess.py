@@ -40,6 +40,7 @@ from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
 from tests.conftest import TEMPLATE
 from tests.e2e.conftest import overlaps_query
+from tests.e2e.test_metrics import Samples, parse_metrics
 from tests.pgserver import PgServer
 
 WORKERS = 4
@@ -255,6 +256,11 @@ EXEC_KEYS = 10
 EXEC_PER_KEY = 20
 
 
+async def _scrape(session: aiohttp.ClientSession, base: str) -> Samples:
+    async with session.get(f"{base}/metrics") as resp:
+        return parse_metrics(await resp.text())
+
+
 async def test_one_lease_per_key_across_processes(cluster: tuple[str, str]) -> None:
     """Over 4 processes: 20 acquires per key give one lease, and 20 per expired lease one takeover.
 
@@ -313,6 +319,25 @@ async def test_one_lease_per_key_across_processes(cluster: tuple[str, str]) -> N
             *(_post(session, f"{base}/v1/executions", keys[1], body(n)) for n in range(EXEC_KEYS))
         )
         assert {(a["status"], a["replayed"]) for a in replays} == {(200, "true")}
+        scrapes = [await _scrape(session, base) for _ in range(8)]
+
+    # Whichever process answers a scrape, it reports every process's counts.
+    acquires = 2 * EXEC_KEYS * EXEC_PER_KEY + 2 * EXEC_KEYS
+    losers = 2 * EXEC_KEYS * (EXEC_PER_KEY - 1)
+    for samples in scrapes:
+        posted = sum(
+            value for (name, labels), value in samples.items()
+            if name == "slotward_http_requests_total"
+            and ("route", "/v1/executions") in labels and ("method", "POST") in labels
+        )  # fmt: skip
+        assert posted == acquires
+        counted = {
+            dict(labels)["outcome"]: value for (name, labels), value in samples.items()
+            if name == "slotward_idempotency_total"
+        }  # fmt: skip
+        assert counted["in_progress"] == losers
+        assert (counted["takeover"], counted["fencing_rejected"]) == (EXEC_KEYS, EXEC_KEYS)
+        assert counted["replayed"] == EXEC_KEYS
 
     engine = create_engine(url.replace("+asyncpg", "+psycopg"), poolclass=NullPool)
     with engine.connect() as conn:

@@ -10,8 +10,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from slotward.api.metrics import Metrics
 from slotward.api.storms import StormWatch
-from slotward.api.telemetry import Metrics
 from slotward.engine.audit import GENESIS, verify_chain
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import NotFound

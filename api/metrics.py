@@ -1,0 +1,172 @@
+"""Prometheus metrics: what a process counts, and the store's figures at scrape time.
+
+Metrics carry no tenant data: every label comes from a small fixed set (route
+templates, methods, statuses, outcomes, conflict kinds, hold statuses), never
+from a tenant, agent, workflow, key or raw path.
+
+Counters and the latency histogram count what this process answered. With
+``slotward serve --workers N`` the processes share one port, so a scrape
+reaches any one of them: there every process writes its counts to files in one
+shared directory (prometheus-client's multiprocess mode, ``shared_dir``) and
+whichever process is scraped sums them all. The gauges are read from the store
+at scrape time (:class:`StoreFigures`), so they describe the whole database.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from slotward.engine.errors import SlotConflict, SlotwardError
+from slotward.engine.model import Gauges, HoldStatus, Reply
+
+__all__ = [
+    "CONFLICT_KINDS",
+    "IDEMPOTENCY_OUTCOMES",
+    "Metrics",
+    "StoreFigures",
+]
+
+IDEMPOTENCY_OUTCOMES = ("fresh", "replayed", "in_progress", "mismatch", "takeover",
+                        "fencing_rejected")  # fmt: skip
+CONFLICT_KINDS = ("held", "committed", "external")
+_ERROR_OUTCOMES = {
+    "request_in_progress": "in_progress",
+    "idempotency_key_reused": "mismatch",
+    "lease_lost": "fencing_rejected",
+}
+# Any other method is "other": a client must not be able to mint label values.
+_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+
+
+class StoreFigures(Collector):
+    """The store's gauges, as last read (at scrape time): whole-database figures."""
+
+    def __init__(self) -> None:
+        self._gauges = Gauges({}, 0, None, 0)
+        self._lag = 0.0
+
+    def update(self, gauges: Gauges, now: datetime) -> None:
+        self._gauges = gauges
+        overdue = gauges.oldest_overdue
+        self._lag = 0.0 if overdue is None else max(0.0, (now - overdue).total_seconds())
+
+    def collect(self) -> Iterator[Metric]:
+        g = self._gauges
+        holds = GaugeMetricFamily(
+            "slotward_holds", "Holds in the store by status", labels=["status"]
+        )
+        for status in HoldStatus:
+            holds.add_metric([status.value], g.holds_by_status.get(status.value, 0))
+        yield holds
+        yield GaugeMetricFamily(
+            "slotward_outbox_backlog", "Outbox rows waiting for delivery", value=g.outbox_backlog
+        )
+        yield GaugeMetricFamily(
+            "slotward_sweeper_lag_seconds",
+            "How long the oldest held hold past its expiry has waited for the sweeper",
+            value=self._lag,
+        )
+        yield GaugeMetricFamily(
+            "slotward_ledger_executing", "Ledger records executing (leases in flight)",
+            value=g.executing,
+        )  # fmt: skip
+
+
+class Metrics:
+    """One process's metrics, in a registry of its own (tests run many servers).
+
+    ``shared_dir``: the directory the processes of one ``--workers`` server
+    share. prometheus-client must have been imported with
+    ``PROMETHEUS_MULTIPROC_DIR`` naming it (api/serving.py starts the workers so).
+    """
+
+    def __init__(self, shared_dir: str | None = None) -> None:
+        if shared_dir is not None and values.ValueClass is values.MutexValue:
+            raise RuntimeError(
+                "shared metrics need PROMETHEUS_MULTIPROC_DIR set before prometheus_client loads"
+            )
+        self._shared_dir = shared_dir
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self._requests = Counter(
+            "slotward_http_requests", "HTTP requests answered, by route, method and status",
+            ["route", "method", "status"], registry=r,
+        )  # fmt: skip
+        self._latency = Histogram(
+            "slotward_http_request_duration_seconds",
+            "Time from the request reaching the app to its answer, by route template and method",
+            ["route", "method"], registry=r,
+        )  # fmt: skip
+        self._idempotency = Counter(
+            "slotward_idempotency", "Idempotent calls by how the ledger answered them",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self._conflicts = Counter(
+            "slotward_conflicts", "Refused claims (409 slot_conflict), once per kind they met",
+            ["kind"], registry=r,
+        )  # fmt: skip
+        self._preemptions = Counter(
+            "slotward_preemptions", "Holds preempted by a higher-priority claim", registry=r
+        )
+        self._storms = Counter(
+            "slotward_retry_storms", "Workflows flagged as retry storms", registry=r
+        )
+        self._purged = Counter(
+            "slotward_ledger_purged", "Ledger records deleted after their retention", registry=r
+        )
+        self.store_figures = StoreFigures()
+        r.register(self.store_figures)
+        for outcome in IDEMPOTENCY_OUTCOMES:  # present at 0, so rates work from the start
+            self._idempotency.labels(outcome)
+        for kind in CONFLICT_KINDS:
+            self._conflicts.labels(kind)
+
+    def request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One answered request."""
+        method = method if method in _METHODS else "other"
+        self._requests.labels(route, method, str(status)).inc()
+        self._latency.labels(route, method).observe(seconds)
+
+    def answered(self, reply: Reply) -> None:
+        """A mutating call's answer (fresh, replayed or taken over)."""
+        self._idempotency.labels(reply.outcome).inc()
+        if not reply.replayed and reply.preempted:
+            self._preemptions.inc(reply.preempted)
+
+    def refused(self, error: SlotwardError) -> None:
+        """A call refused with ``error``: counted if it says something of the ledger."""
+        outcome = _ERROR_OUTCOMES.get(error.code)
+        if outcome is not None:
+            self._idempotency.labels(outcome).inc()
+        if isinstance(error, SlotConflict):
+            met = {c.get("kind") for c in error.extra.get("conflicts", ()) if isinstance(c, dict)}
+            for kind in met & set(CONFLICT_KINDS):
+                self._conflicts.labels(kind).inc()
+
+    def retry_storm(self) -> None:
+        """A workflow was flagged as a retry storm."""
+        self._storms.inc()
+
+    def purged(self, count: int) -> None:
+        """``count`` ledger records passed their retention and were deleted."""
+        if count > 0:
+            self._purged.inc(count)
+
+    def set_gauges(self, gauges: Gauges, now: datetime) -> None:
+        """Whole-store figures, refreshed at scrape time."""
+        self.store_figures.update(gauges, now)
+
+    def exposition(self) -> bytes:
+        """The Prometheus text format: every process's counts, and the store's figures."""
+        if self._shared_dir is None:
+            return generate_latest(self.registry)
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry, path=self._shared_dir)  # type: ignore[no-untyped-call]
+        registry.register(self.store_figures)
+        return generate_latest(registry)

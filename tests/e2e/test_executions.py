@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 from aiohttp.test_utils import TestServer
@@ -482,3 +483,17 @@ async def test_ledger_outcomes_are_counted(server: Server) -> None:
         "fencing_rejected": 1,
     }  # fmt: skip
     assert sample(metrics, "slotward_ledger_executing") == 1  # k-1 still runs
+
+
+@pytest.mark.parametrize("client_key", ["orders/o-1", "100% done", "a b", "x?y#z"])
+async def test_client_keys_travel_percent_encoded_in_paths(server: Server, client_key: str) -> None:
+    agent = await server.key()
+    body = {"tool": "refund", "arguments": {}}
+    first = await acquire(agent, body, headers={"Idempotency-Key": client_key})
+    assert first.key == client_key
+    path = "/v1/executions/" + quote(client_key, safe="")
+    assert (await agent.get(path)).json["key"] == client_key
+    done = await agent.post(path + "/complete", {"lease_token": first.json["lease_token"],
+                                                 "outcome": "succeeded"})  # fmt: skip
+    assert done.status == 200
+    assert done.json == {"key": client_key, "state": "succeeded", "result": None}

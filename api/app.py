@@ -19,6 +19,7 @@ from slotward.api.jsonbody import MAX_BODY_BYTES
 from slotward.api.metrics import Metrics
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
+from slotward.api.params import refuse_nul
 from slotward.api.problems import problem_middleware
 from slotward.api.storms import StormWatch
 from slotward.api.sweeper import sweep_forever
@@ -73,7 +74,8 @@ async def bootstrap(
 def build_app(services: Services, config: Config, *, sweep: bool = True) -> web.Application:
     """The HTTP application. It closes the store when it shuts down."""
     app = web.Application(
-        middlewares=[problem_middleware, observe_middleware], client_max_size=MAX_BODY_BYTES + 1024
+        middlewares=[problem_middleware, observe_middleware, refuse_nul],
+        client_max_size=MAX_BODY_BYTES + 1024,
     )
     app[SERVICES] = services
     app[OPENAPI] = json.dumps(build_openapi(ROUTES), separators=(",", ":")).encode()

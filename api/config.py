@@ -15,6 +15,7 @@ from slotward.engine.policy import Policy
 __all__ = ["DEFAULT_DB", "Config"]
 
 DEFAULT_DB = "sqlite+aiosqlite:///./slotward.db"
+_MAX_SECONDS = 86400.0 * 365  # intervals and windows: anything longer is a typo
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _LOG_FORMATS = ("json", "text")
@@ -115,8 +116,11 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise InvalidRequest(
             f"{name} must be a number, got {raw!r}", code="invalid_config"
         ) from None
-    if not value > 0:
-        raise InvalidRequest(f"{name} must be positive, got {raw!r}", code="invalid_config")
+    if not 0 < value < _MAX_SECONDS:  # also refuses nan and inf
+        raise InvalidRequest(
+            f"{name} must be a positive number of seconds below {_MAX_SECONDS:g}, got {raw!r}",
+            code="invalid_config",
+        )
     return value
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from aiohttp import web
 
@@ -53,16 +54,26 @@ async def acquire_execution(request: web.Request) -> web.Response:
         lease_seconds=fields.get("lease_seconds", svc.policy.default_lease_seconds),
         client_key=client_key,
     )
-    reply = await _acquire_or_wait(svc, req, fields.get("wait_ms", 0) / 1000)
+    wait = fields.get("wait_ms", 0) / 1000
+    reply = await _acquire_or_wait(svc, req, wait, lambda: _gone(request))
     await svc.storms.observe(principal.tenant, workflow_id, reply)
     return calls.reply_response(reply)
 
 
-async def _acquire_or_wait(svc: Services, req: ExecutionRequest, wait: float) -> Reply:
+def _gone(request: web.Request) -> bool:
+    transport = request.transport
+    return transport is None or transport.is_closing()
+
+
+async def _acquire_or_wait(
+    svc: Services, req: ExecutionRequest, wait: float, gone: Callable[[], bool]
+) -> Reply:
     """Acquire; while another caller holds a live lease, wait up to ``wait`` seconds.
 
     The wait ends with the stored result once it lands, or with this caller
-    holding the lease (the holder failed retryably, or its lease expired).
+    holding the lease (the holder failed retryably, or its lease expired). It
+    also ends when the client has gone away (aiohttp does not cancel the
+    handler then): nobody would receive a lease taken over for it.
     """
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
@@ -77,9 +88,11 @@ async def _acquire_or_wait(svc: Services, req: ExecutionRequest, wait: float) ->
             )
         except InProgress:
             remaining = deadline - loop.time()
-            if remaining <= 0:
+            if remaining <= 0 or gone():
                 raise
             await svc.completions.wait(req.principal.tenant, key, min(remaining, POLL_SECONDS))
+            if gone():
+                raise
 
 
 async def complete_execution(request: web.Request) -> web.Response:
@@ -95,7 +108,8 @@ async def complete_execution(request: web.Request) -> web.Response:
         result=fields.get("result"),
     )
     reply = await svc.store.write(lambda uow: complete(uow, done, svc.policy, svc.clock))
-    for key in stored_key(done.key):
+    key = stored_key(done.key)
+    if key is not None:
         svc.completions.notify(principal.tenant, key)
     await svc.storms.observe(principal.tenant, reply.workflow_id, reply)
     return calls.reply_response(reply)

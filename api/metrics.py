@@ -134,8 +134,9 @@ class Metrics:
         self._latency.labels(route, method).observe(seconds)
 
     def answered(self, reply: Reply) -> None:
-        """A mutating call's answer (fresh, replayed or taken over)."""
-        self._idempotency.labels(reply.outcome).inc()
+        """A mutating call's answer (fresh, replayed, taken over; a completion is none)."""
+        if reply.outcome in IDEMPOTENCY_OUTCOMES:
+            self._idempotency.labels(reply.outcome).inc()
         if not reply.replayed and reply.preempted:
             self._preemptions.inc(reply.preempted)
 

@@ -69,7 +69,7 @@ def _operation(route: Route) -> dict[str, Any]:
         }
         for p in route.params
     ]
-    if route.mutating:
+    if route.mutating and route.client_key:
         params.append(
             {
                 "name": "Idempotency-Key",

@@ -1,12 +1,13 @@
-"""Query parameters: read strictly, refused with a clear 422."""
+"""Path and query parameters: read strictly, refused with a clear 422."""
 
 from __future__ import annotations
 
 from aiohttp import web
+from aiohttp.typedefs import Handler
 
 from slotward.engine.errors import ValidationFailed
 
-__all__ = ["query_int", "required"]
+__all__ = ["query_int", "refuse_nul", "required"]
 
 _MAX_DIGITS = 15  # below 2**53: every accepted value is an exact I-JSON integer
 
@@ -18,6 +19,23 @@ def required(request: web.Request, name: str) -> str:
             f"query parameter {name!r} is required", code="missing_field", extra={"field": name}
         )
     return value
+
+
+@web.middleware
+async def refuse_nul(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A NUL in a (decoded) path or query value is refused before any handler.
+
+    It is valid in a URL, but no text column can store or even compare it
+    (PostgreSQL refuses it), so it would otherwise end as a 500.
+    """
+    if "\x00" in request.path:
+        raise ValidationFailed("the path contains a NUL character", code="invalid_field",
+                               extra={"field": "path"})  # fmt: skip
+    for name, value in request.query.items():
+        if "\x00" in name or "\x00" in value:
+            raise ValidationFailed(f"query parameter {name!r} contains a NUL character",
+                                   code="invalid_field", extra={"field": name})  # fmt: skip
+    return await handler(request)
 
 
 def query_int(request: web.Request, name: str, low: int, high: int) -> int | None:

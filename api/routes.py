@@ -38,6 +38,9 @@ class Route:
     params: tuple[Param, ...] = ()
     auth: bool = True
     mutating: bool = False
+    # Whether a client may send its own Idempotency-Key (a completion is keyed
+    # by its path and fenced by its lease token: it takes none).
+    client_key: bool = True
     # True where some calls only read (find_free_slots through /v1/tool-calls):
     # their answers carry no idempotency headers.
     sometimes_read_only: bool = False

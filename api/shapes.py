@@ -241,6 +241,8 @@ def _validate_field(field: Field, value: object, path: str) -> object:
 
 
 def _check_string(field: Field, value: str, path: str) -> None:
+    if "\x00" in value:  # valid JSON, but no text column can store it (PostgreSQL)
+        _invalid(path, _expectation(field) + " without NUL characters", "a NUL character")
     if field.enum is not None and value not in field.enum:
         _invalid(path, _expectation(field), _quote(value))
     too_short = field.min_length is not None and len(value) < field.min_length

@@ -93,8 +93,10 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/v1/executions/{key}/complete", complete_execution, "completeExecution",
         "Report the outcome of an acquired execution (fenced by its lease token)",
         request=s.EXECUTION_COMPLETE,
-        responses={200: s.EXECUTION_RESULT, 404: None, 409: None, 401: None, 403: None},
-        params=(_KEY,), mutating=True, tag="executions",
+        responses={
+            200: s.EXECUTION_RESULT, 404: None, 409: None, 422: None, 401: None, 403: None
+        },
+        params=(_KEY,), mutating=True, client_key=False, tag="executions",
     ),
     Route(
         "GET", "/v1/executions/{key}", read_execution, "getExecution", "Read an execution record",

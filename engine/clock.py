@@ -44,7 +44,10 @@ class FixedClock:
 
 
 class TimeOrderedIds:
-    """Ids like ``hold_0192c0ffee01a1b2c3d4e5f6a7``: milliseconds, then randomness.
+    """Ids like ``hold_0192c0ffee01`` + 32 hex digits: milliseconds, then 128 random bits.
+
+    128 bits because some ids are capabilities: a lease token completes an
+    execution, so it must not be guessable.
 
     Sorting ids sorts by creation time (within a millisecond, arbitrarily),
     which keeps list cursors simple.
@@ -52,4 +55,4 @@ class TimeOrderedIds:
 
     def new_id(self, prefix: str) -> str:
         millis = time.time_ns() // 1_000_000
-        return f"{prefix}_{millis:012x}{secrets.token_hex(8)}"
+        return f"{prefix}_{millis:012x}{secrets.token_hex(16)}"

@@ -34,7 +34,9 @@ from slotward.engine.errors import (
 from slotward.engine.fingerprint import (
     CLIENT_PREFIX,
     canonical_json,
+    check_client_key,
     derive_key,
+    is_derived_key,
     ledger_key,
     public_key,
 )
@@ -91,19 +93,19 @@ class Completion:
     result: Any
 
 
-def stored_key(public: str) -> list[str]:
-    """The stored keys a public key may stand for, most likely first."""
-    if public.startswith("idem_"):
-        return [public, CLIENT_PREFIX + public]
-    return [CLIENT_PREFIX + public]
+def stored_key(public: str) -> str | None:
+    """The stored key a public key names, or None when it cannot be a key at all."""
+    if is_derived_key(public):
+        return public
+    try:
+        return CLIENT_PREFIX + check_client_key(public)
+    except ValidationFailed:
+        return None  # control characters, non-ASCII, too long: no record has it
 
 
 def find_record(uow: UnitOfWork, tenant: str, public: str) -> LedgerRecord | None:
-    for key in stored_key(public):
-        record = uow.ledger.get(tenant, key)
-        if record is not None:
-            return record
-    return None
+    key = stored_key(public)
+    return None if key is None else uow.ledger.get(tenant, key)
 
 
 def get_execution(uow: UnitOfWork, principal: Principal, key: str) -> dict[str, Any]:
@@ -218,6 +220,8 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
     token is refused (``completion_mismatch``), and so is any other token.
     """
     tenant = done.principal.tenant
+    if stored_key(done.key) is None:
+        raise NotFound(f"no execution {done.key!r}", code="execution_not_found")
     with uow, answering_for(done.key):
         uow.lock_tenant(tenant)
         now = clock.now()
@@ -237,7 +241,9 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
         agent = done.principal.agent_id
         audit(uow, tenant, agent, now, "execution.complete", record.key, None, done.outcome)
         uow.commit()
-    return Reply(200, body, public_key(record.key), False, workflow_id=record.workflow_id)
+    return Reply(
+        200, body, public_key(record.key), False, workflow_id=record.workflow_id, completion=True
+    )
 
 
 def _completable(record: LedgerRecord | None, done: Completion) -> LedgerRecord:

@@ -31,6 +31,7 @@ __all__ = [
     "derive_key",
     "hold_intent",
     "intent_fingerprint",
+    "is_derived_key",
     "ledger_key",
     "public_key",
     "strip_thoughts",
@@ -164,13 +165,33 @@ def _plain(doc: object) -> Any:
 CLIENT_PREFIX = "client:"
 
 
+_DERIVED_KEY: Final = re.compile(r"idem_[0-9a-f]{64}")
+
+
 def ledger_key(client_key: str | None, derived: str) -> str:
     """The key a record is stored under.
 
     Client keys live in their own namespace, so a client cannot pick a key that
-    some other call derives (a commit's ``idem_...``) and squat on it.
+    some other call derives (a commit's ``idem_...``) and squat on it. A client
+    that sends back the very key slotward derived for this call (as answered in
+    ``Idempotency-Key``) means that call: it gets the derived record. Any other
+    key of the derived form is refused, so one public key never names two
+    records.
     """
-    return derived if client_key is None else CLIENT_PREFIX + client_key
+    if client_key is None or client_key == derived:
+        return derived
+    if _DERIVED_KEY.fullmatch(client_key):
+        raise ValidationFailed(
+            "an Idempotency-Key of the form idem_<64 hex digits> is one slotward derives;"
+            " send it only with the call it was derived for",
+            code="invalid_idempotency_key",
+            extra={"field": "Idempotency-Key"},
+        )
+    return CLIENT_PREFIX + client_key
+
+
+def is_derived_key(key: str) -> bool:
+    return _DERIVED_KEY.fullmatch(key) is not None
 
 
 def public_key(stored: str) -> str:

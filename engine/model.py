@@ -139,12 +139,15 @@ class Reply:
     hold_id: str | None = None
     workflow_id: str | None = None
     takeover: bool = False  # an execution's expired lease was taken over
+    completion: bool = False  # an execution's outcome was recorded (not an execution itself)
     preempted: int = 0  # holds this call preempted
 
     @property
-    def outcome(self) -> Literal["fresh", "replayed", "takeover"]:
+    def outcome(self) -> Literal["fresh", "replayed", "takeover", "completed"]:
         if self.replayed:
             return "replayed"
+        if self.completion:
+            return "completed"
         return "takeover" if self.takeover else "fresh"
 
 

@@ -57,6 +57,7 @@ def _engine(url: str, **options: Any) -> AsyncEngine:
         pool_size=5,
         max_overflow=5,
         pool_pre_ping=True,  # after a database restart, stale connections are replaced
+        hide_parameters=True,  # errors are logged: never with stored bodies or tokens in them
         connect_args={
             "server_settings": {
                 # asyncpg prepares every statement; under the default plan cache

@@ -47,7 +47,10 @@ def sqlite_path(url: str) -> Path:
 def _engine(path: Path) -> Engine:
     # Connections are closed by whoever shuts the store down, not by their thread.
     engine = create_engine(
-        f"sqlite:///{path}", poolclass=NullPool, connect_args={"check_same_thread": False}
+        f"sqlite:///{path}",
+        poolclass=NullPool,
+        connect_args={"check_same_thread": False},
+        hide_parameters=True,  # errors are logged: never with stored bodies or tokens in them
     )
 
     @event.listens_for(engine, "connect")

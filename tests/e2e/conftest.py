@@ -7,6 +7,7 @@ sweeper is off so tests decide when it runs (``sweep``).
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -16,7 +17,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp.test_utils import TestServer
+from aiohttp import web
 from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.pool import NullPool
 
@@ -210,13 +211,28 @@ async def server(
     if store_wrapper is not None:
         store = store_wrapper(store)
     services = await bootstrap(config, store=store, clock=clock)
-    test_server = TestServer(build_app(services, config, sweep=False))
-    await test_server.start_server()
-    connector = aiohttp.TCPConnector(limit=200)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        base = str(test_server.make_url("")).rstrip("/")
-        yield Server(services, clock, db, base, session)
-    await test_server.close()
+    async with serving(build_app(services, config, sweep=False)) as base:
+        connector = aiohttp.TCPConnector(limit=200)
+        async with aiohttp.ClientSession(connector=connector) as session:
+            yield Server(services, clock, db, base, session)
+
+
+@contextlib.asynccontextmanager
+async def serving(app: web.Application) -> AsyncIterator[str]:
+    """Serve ``app`` on a free loopback port as `slotward serve` does; yield its base URL.
+
+    Not aiohttp's TestServer: that one cancels a handler whose client hangs
+    up, and production (like aiohttp's default) lets it run on.
+    """
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    host, port = runner.addresses[0][:2]
+    try:
+        yield f"http://{host}:{port}"
+    finally:
+        await runner.cleanup()
 
 
 HOLD_BODY: dict[str, Any] = {

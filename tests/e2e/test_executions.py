@@ -13,11 +13,10 @@ from typing import Any
 from urllib.parse import quote
 
 import pytest
-from aiohttp.test_utils import TestServer
 
 from slotward.api.app import bootstrap, build_app
 from slotward.api.config import Config
-from tests.e2e.conftest import Answer, Client, Server
+from tests.e2e.conftest import Answer, Client, Server, serving
 from tests.e2e.test_metrics import read_metrics, sample
 
 CALL: dict[str, Any] = {
@@ -409,11 +408,9 @@ async def test_wait_ms_sees_a_completion_made_by_another_process(
     url, _ = database
     config = Config(db_url=url)
     other = await bootstrap(config, clock=server.clock)
-    other_server = TestServer(build_app(other, config, sweep=False))
-    await other_server.start_server()
-    try:
+    async with serving(build_app(other, config, sweep=False)) as other_base:
         agent = await server.key()
-        there = Client(server.session, str(other_server.make_url("")).rstrip("/"), agent.secret)
+        there = Client(server.session, other_base, agent.secret)
         first = await acquire(there)
         waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
         await _until(lambda: len(server.services.completions) == 1)
@@ -422,8 +419,6 @@ async def test_wait_ms_sees_a_completion_made_by_another_process(
         assert answer.status == 200
         assert answer.replayed
         assert answer.body == done.body
-    finally:
-        await other_server.close()
 
 
 async def test_a_hold_past_retention_is_not_booked_twice(
@@ -467,7 +462,7 @@ async def test_ledger_outcomes_are_counted(server: Server) -> None:
     server.clock.advance(31)
     taken = await acquire(agent)  # takeover
     await complete(agent, first.key, first.json["lease_token"])  # fencing_rejected
-    await complete(agent, taken.key, taken.json["lease_token"], result="ok")  # fresh too
+    await complete(agent, taken.key, taken.json["lease_token"], result="ok")  # not counted
     await acquire(agent)  # replayed
     other = call(arguments={"x": 1})
     await acquire(agent, other, headers={"Idempotency-Key": "k-1"})  # fresh
@@ -479,7 +474,7 @@ async def test_ledger_outcomes_are_counted(server: Server) -> None:
                         "fencing_rejected")
     }  # fmt: skip
     assert counted == {
-        "fresh": 3, "replayed": 1, "in_progress": 1, "mismatch": 1, "takeover": 1,
+        "fresh": 2, "replayed": 1, "in_progress": 1, "mismatch": 1, "takeover": 1,
         "fencing_rejected": 1,
     }  # fmt: skip
     assert sample(metrics, "slotward_ledger_executing") == 1  # k-1 still runs
@@ -497,3 +492,109 @@ async def test_client_keys_travel_percent_encoded_in_paths(server: Server, clien
                                                  "outcome": "succeeded"})  # fmt: skip
     assert done.status == 200
     assert done.json == {"key": client_key, "state": "succeeded", "result": None}
+
+
+async def test_sending_back_the_derived_key_is_the_same_call(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    echoed = await acquire(agent, headers={"Idempotency-Key": str(first.key)})
+    assert echoed.status == 409  # the same record, its lease still running
+    assert echoed.key == first.key
+    done = await complete(agent, first.key, first.json["lease_token"], result="sent")
+    again = await acquire(agent, headers={"Idempotency-Key": str(first.key)})
+    assert again.status == 200
+    assert again.body == done.body
+    assert len(ledger_rows(server)) == 1
+
+
+async def test_a_key_of_the_derived_form_for_another_call_is_refused(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    before = server.table_counts()
+    other = await acquire(agent, call(step=9), headers={"Idempotency-Key": str(first.key)})
+    assert other.status == 422
+    assert other.json["code"] == "invalid_idempotency_key"
+    made_up = "idem_" + "0" * 64
+    hold = await agent.create(
+        {**json.loads(json.dumps(CALL_HOLD))}, headers={"Idempotency-Key": made_up}
+    )
+    assert hold.status == 422
+    assert hold.json["code"] == "invalid_idempotency_key"
+    assert server.table_counts() == before
+
+
+CALL_HOLD: dict[str, Any] = {
+    "workflow_id": "wf-h", "attendees": ["a@example.com"], "start": "2030-10-14T14:00:00Z",
+    "duration_minutes": 30,
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("raw", ["abc%0D%0AX-Evil:%201", "%C3%A9t%C3%A9", "a" * 300])
+async def test_a_path_key_that_cannot_be_a_key_is_404(server: Server, raw: str) -> None:
+    agent = await server.key()
+    done = await agent.post(f"/v1/executions/{raw}/complete",
+                            {"lease_token": "lease_x", "outcome": "succeeded"})  # fmt: skip
+    assert done.status == 404
+    assert done.json["code"] == "execution_not_found"
+    assert "Idempotency-Key" not in done.headers  # nothing of the path is echoed in a header
+    assert (await agent.get(f"/v1/executions/{raw}")).status == 404
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/executions", {"workflow_id": "wf\u0000", "tool": "t", "arguments": {}}),
+        ("/v1/executions", {"workflow_id": "wf", "tool": "t\u0000", "arguments": {}}),
+        ("/v1/holds", {**CALL_HOLD, "workflow_id": "wf\u0000"}),
+        ("/v1/holds", {**CALL_HOLD, "title": "a\u0000b"}),
+    ],
+)
+async def test_nul_characters_are_refused_not_stored(
+    server: Server, path: str, body: dict[str, Any]
+) -> None:
+    agent = await server.key()
+    before = server.table_counts()
+    answer = await agent.post(path, body)
+    assert answer.status == 422
+    assert answer.json["code"] == "invalid_field"
+    assert server.table_counts() == before
+
+
+@pytest.mark.parametrize(
+    "path",
+    ["/v1/workflows/wf%00", "/v1/holds/h%00", "/v1/holds?workflow_id=a%00", "/v1/executions/k%00"],
+)
+async def test_nul_characters_in_paths_and_queries_are_refused(server: Server, path: str) -> None:
+    agent = await server.key()
+    answer = await agent.get(path)
+    assert answer.status == 422
+    assert answer.json["code"] == "invalid_field"
+
+
+async def test_a_waiter_whose_client_left_takes_nothing_over(server: Server) -> None:
+    agent = await server.key()
+    first = await acquire(agent)
+    waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
+    await _until(lambda: len(server.services.completions) == 1)
+    waiting.cancel()  # the client gives up: its connection closes
+    with pytest.raises(asyncio.CancelledError):
+        await waiting
+    server.clock.advance(31)  # the lease runs out while the handler still waits
+
+    async def waiter_answered() -> float:
+        metrics = await read_metrics(server)
+        return sum(
+            v for (name, labels), v in metrics.items()
+            if name == "slotward_http_requests_total" and ("route", "/v1/executions") in labels
+        )  # fmt: skip
+
+    for _ in range(400):  # bounded: the handler notices within one poll (0.1 s)
+        if await waiter_answered() == 2:
+            break
+        await asyncio.sleep(0.01)
+    metrics = await read_metrics(server)
+    assert sample(metrics, "slotward_http_requests_total", route="/v1/executions",
+                  method="POST", status="409") == 1  # fmt: skip
+    assert ledger_rows(server) == [(first.key, "executing", first.json["lease_token"])]
+    takeovers = server.sql("SELECT count(*) FROM audit_log WHERE outcome = 'takeover'")
+    assert takeovers == [(0,)]

@@ -1,0 +1,39 @@
+"""Configuration from the environment: every bad value is refused with invalid_config."""
+
+from __future__ import annotations
+
+import pytest
+
+from slotward.api.config import Config
+from slotward.engine.errors import InvalidRequest
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("SLOTWARD_RETRY_STORM_WINDOW", "inf"),
+        ("SLOTWARD_RETRY_STORM_WINDOW", "nan"),
+        ("SLOTWARD_RETRY_STORM_WINDOW", "0"),
+        ("SLOTWARD_SWEEP_INTERVAL", "-1"),
+        ("SLOTWARD_SWEEP_INTERVAL", "1e12"),
+        ("SLOTWARD_RETRY_STORM_REPLAYS", "0"),
+        ("SLOTWARD_RETRY_STORM_REPLAYS", "many"),
+        ("SLOTWARD_RETENTION_HOURS", "721"),
+        ("SLOTWARD_RETENTION_HOURS", "0"),
+    ],
+)
+def test_bad_values_are_refused(name: str, value: str) -> None:
+    with pytest.raises(InvalidRequest) as refused:
+        Config.from_env({name: value}).policy()
+    assert refused.value.code == "invalid_config"
+
+
+def test_the_defaults_are_designs() -> None:
+    policy = Config.from_env({}).policy()
+    assert policy.retention.total_seconds() == 72 * 3600
+    assert (policy.storm_replays, policy.storm_window.total_seconds()) == (20, 60)
+    assert policy.default_lease_seconds == 30
+
+
+def test_thirty_days_of_retention_is_the_most() -> None:
+    assert Config.from_env({"SLOTWARD_RETENTION_HOURS": "720"}).policy().retention.days == 30

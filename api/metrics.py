@@ -73,7 +73,7 @@ class StoreFigures(Collector):
             value=self._lag,
         )
         yield GaugeMetricFamily(
-            "slotward_ledger_executing", "Ledger records executing (leases in flight)",
+            "slotward_ledger_executing", "Execution leases in flight (not yet expired)",
             value=g.executing,
         )  # fmt: skip
 

@@ -9,9 +9,8 @@ contract and the enforced one cannot drift apart.
 Validation follows JSON's data model, not Python's: an ``integer`` is an
 ``int`` that is not a ``bool`` (``3.0`` and ``"3"`` are refused), a ``number``
 is an ``int`` or finite ``float`` that is not a ``bool``, and ``null`` is
-accepted only where a field is ``nullable``. The first rule broken raises
-:class:`~slotward.engine.errors.ValidationFailed` with a stable ``code`` and
-``extra={"field": "dotted.path"}``.
+accepted only where a field is ``nullable``; strings never hold NUL. The first
+rule broken raises ``ValidationFailed`` with ``extra={"field": "dotted.path"}``.
 """
 
 from __future__ import annotations

@@ -2,15 +2,17 @@
 
 A replay is served from a read, so counting it must not add a write to the
 hot path. Each process keeps, per workflow, the times of its latest replays
-and a count not yet handed to the store; the sweeper's :meth:`StormWatch.flush`
-hands the counts over, one write per tenant. Two ways to flag a storm:
+and its replays not yet handed to the store, by the whole second they were
+answered in; the sweeper's :meth:`StormWatch.flush` hands them over, one write
+per tenant. Two ways to flag a storm:
 
 - here: this process alone saw ``storm_replays`` replays within
   ``storm_window``. The flag is written before the replay is answered.
-- across processes: at each flush the store answers the workflow's total over
-  every process; the rise of that total over the last window (sampled at this
-  process's flushes, so it lags by one sweep interval and never overcounts)
-  reaching the threshold flags it too.
+- at a hand-over: the store adds up every process's replays by the second
+  they happened, and a workflow whose replays within the window ending now
+  reach the threshold is flagged in the same transaction. A batch handed over
+  late cannot make a storm of replays that were spread out, and a storm split
+  over processes adds up.
 
 The stored ``storm_at`` makes the flag once per window whichever process sees
 it first. Counts not yet flushed are lost if the process dies: they are
@@ -29,7 +31,15 @@ from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Reply
 from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, Store
-from slotward.engine.workflows import ReplayCount, Unflushed, flag_retry_storm, record_replays
+from slotward.engine.workflows import (
+    ReplayCount,
+    ReplayTally,
+    Unflushed,
+    flag_retry_storm,
+    record_replays,
+    whole_second,
+    window_start,
+)
 
 __all__ = ["StormWatch"]
 
@@ -43,11 +53,18 @@ class _Watch:
     """What this process knows of one workflow's replays."""
 
     recent: deque[datetime]  # its latest replays here, at most storm_replays of them
-    pending: int = 0  # seen here, not yet handed to the store
+    # Seen here, not yet handed to the store: by whole second, and those too old
+    # for any window still to come (after a failed hand-over), which only add to
+    # the total. Memory stays at most one window of seconds per workflow.
+    seconds: dict[datetime, int] = field(default_factory=dict)
+    older: int = 0
     last_at: datetime | None = None  # the latest replay seen here
-    flagged_at: datetime | None = None  # when this process last flagged (or tried to)
-    # (flush time, stored total over every process): the window's oldest first
-    totals: deque[tuple[datetime, int]] = field(default_factory=deque)
+    flagged_at: datetime | None = None  # the latest flag known here (ours, tried, or stored)
+    held_back: bool = False  # a flag write failed: no retry from replays before a hand-over
+
+    @property
+    def pending(self) -> int:
+        return self.older + sum(self.seconds.values())
 
 
 class StormWatch:
@@ -59,6 +76,7 @@ class StormWatch:
         self._store = store
         self._clock = clock
         self._ids = ids
+        self._policy = policy
         self._threshold = policy.storm_replays
         self._window = policy.storm_window
         self._metrics = metrics
@@ -70,7 +88,8 @@ class StormWatch:
             return
         now = self._clock.now()
         watch = self._watch((tenant, workflow_id))
-        watch.pending += 1
+        second = whole_second(now)
+        watch.seconds[second] = watch.seconds.get(second, 0) + 1
         watch.last_at = now
         watch.recent.append(now)
         # ``recent`` keeps the latest storm_replays replays: it is full and its
@@ -93,16 +112,18 @@ class StormWatch:
     async def flush(self) -> None:
         """Hand the counts seen so far to the store (sweeper interval, and at shutdown).
 
-        One write per tenant. Then checks each flushed workflow's total over
-        every process, and forgets workflows idle for a whole window.
+        One write per tenant, which also flags the workflows whose replays over
+        every process reach the threshold within the window ending now. Then
+        forgets workflows idle for a whole window.
         """
         now = self._clock.now()
         by_tenant: defaultdict[str, dict[str, ReplayCount]] = defaultdict(dict)
         for (tenant, workflow_id), watch in self._watches.items():
             if watch.pending and watch.last_at is not None:
-                by_tenant[tenant][workflow_id] = ReplayCount(watch.pending, watch.last_at)
+                seen = ReplayCount(watch.seconds, watch.last_at, watch.older)
+                by_tenant[tenant][workflow_id] = seen
                 # Taken before any await: a flush running meanwhile cannot count them too.
-                watch.pending = 0
+                watch.seconds, watch.older = {}, 0
         for tenant, counts in by_tenant.items():
             await self._flush_tenant(tenant, counts, now)
         self._forget_idle(now)
@@ -110,42 +131,49 @@ class StormWatch:
     async def _flush_tenant(
         self, tenant: str, counts: dict[str, ReplayCount], now: datetime
     ) -> None:
+        policy, clock, ids = self._policy, self._clock, self._ids
         try:
-            totals = await self._store.write(lambda uow: record_replays(uow, tenant, counts))
+            tallies = await self._store.write(
+                lambda uow: record_replays(uow, tenant, counts, policy, clock, ids)
+            )
         except SlotwardError:
             log.warning("could not record replay counts of tenant %s; next flush retries", tenant)
+            cut = window_start(now, self._window)
             for workflow_id, seen in counts.items():
-                watch = self._watch((tenant, workflow_id))
-                watch.pending += seen.count
-                watch.last_at = max(seen.last_at, watch.last_at or seen.last_at)
+                self._put_back(self._watch((tenant, workflow_id)), seen, cut)
             return
-        for workflow_id, stats in totals.items():
-            watch = self._watch((tenant, workflow_id))
-            rise = self._rise(watch, now, stats.replays, counts[workflow_id].count)
-            if rise >= self._threshold:
-                await self._flag(tenant, workflow_id, watch, rise, now)
+        for workflow_id, tally in tallies.items():
+            self._learn(tenant, workflow_id, tally)
 
-    def _rise(self, watch: _Watch, now: datetime, total: int, added: int) -> int:
-        """How much the stored total rose within the window, as far as samples show.
+    def _learn(self, tenant: str, workflow_id: str, tally: ReplayTally) -> None:
+        """Take in what a hand-over answered: the stored flag, and whether it flagged."""
+        watch = self._watch((tenant, workflow_id))
+        watch.held_back = False  # the hand-over has decided over these replays
+        stored = tally.stats.storm_at
+        if stored is not None and (watch.flagged_at is None or stored > watch.flagged_at):
+            watch.flagged_at = stored  # another process's flag: replays here need not try
+        if tally.flagged:
+            self._flagged(tenant, workflow_id, tally.in_window)
 
-        Only samples taken within the window count, so the answer may fall short
-        of the truth (by what other processes flushed before this process's
-        oldest sample) but never exceeds it.
-        """
-        samples = watch.totals
-        while samples and now - samples[0][0] >= self._window:
-            samples.popleft()
-        if not samples:
-            samples.append((now, total - added))  # the total just before our hand-over
-        samples.append((now, total))
-        return total - samples[0][1]
+    @staticmethod
+    def _put_back(watch: _Watch, seen: ReplayCount, cut: datetime) -> None:
+        """Return counts a failed hand-over took; seconds gone from the window fold away."""
+        for second, count in seen.seconds.items():
+            if second >= cut:
+                watch.seconds[second] = watch.seconds.get(second, 0) + count
+            else:
+                watch.older += count
+        watch.older += seen.older
+        watch.last_at = max(seen.last_at, watch.last_at or seen.last_at)
 
     async def _flag(
         self, tenant: str, workflow_id: str, watch: _Watch, replays: int, now: datetime
     ) -> None:
+        if watch.held_back:
+            return
         if watch.flagged_at is not None and now - watch.flagged_at < self._window:
             return
-        watch.flagged_at = now  # before the await: concurrent replays do not flag twice
+        before, watch.flagged_at = watch.flagged_at, now  # before the await: flag once
         window = self._window
         try:
             flagged = await self._store.write(
@@ -154,16 +182,23 @@ class StormWatch:
                 )
             )
         except SlotwardError:
-            # Telemetry must not fail the replay it rides on; a later replay retries.
-            watch.flagged_at = None
+            # Telemetry must not fail the replay it rides on, nor slow every later
+            # replay of the storm with a write the store cannot take now: the next
+            # hand-over decides over these replays instead.
+            if watch.flagged_at == now:
+                watch.flagged_at = before
+            watch.held_back = True
             log.warning("could not flag the retry storm of %s/%s", tenant, workflow_id)
             return
         if flagged:
-            self._metrics.retry_storm()
-            log.warning(
-                "retry storm: workflow %s of tenant %s replayed %d times within %ss",
-                workflow_id, tenant, replays, window.total_seconds(),
-            )  # fmt: skip
+            self._flagged(tenant, workflow_id, replays)
+
+    def _flagged(self, tenant: str, workflow_id: str, replays: int) -> None:
+        self._metrics.retry_storm()
+        log.warning(
+            "retry storm: workflow %s of tenant %s replayed %d times within %ss",
+            workflow_id, tenant, replays, self._window.total_seconds(),
+        )  # fmt: skip
 
     def _watch(self, key: _Key) -> _Watch:
         watch = self._watches.get(key)

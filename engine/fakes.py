@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
@@ -42,6 +42,8 @@ class State:
     outbox: list[OutboxEvent] = field(default_factory=list)
     keys: dict[str, Principal] = field(default_factory=dict)
     workflows: dict[tuple[str, str], WorkflowStats] = field(default_factory=dict)
+    # (tenant, workflow_id, whole second) -> replays in it, as the workflow_replays table
+    replay_seconds: dict[tuple[str, str, datetime], int] = field(default_factory=dict)
 
 
 class _Holds:
@@ -200,6 +202,24 @@ class _Workflows:
             row, storm_at=at, storms=row.storms + 1
         )
 
+    def add_replay_seconds(
+        self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
+    ) -> None:
+        seconds = self._state().replay_seconds
+        for second, count in buckets.items():
+            key = (tenant, workflow_id, second)
+            seconds[key] = seconds.get(key, 0) + count
+
+    def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
+        seconds = self._state().replay_seconds.items()
+        return sum(n for (t, w, s), n in seconds if (t, w) == (tenant, workflow_id) and s >= since)
+
+    def forget_replays_before(self, tenant: str, before: datetime) -> None:
+        state = self._state()
+        state.replay_seconds = {
+            k: n for k, n in state.replay_seconds.items() if k[0] != tenant or k[2] >= before
+        }
+
 
 class _Stats:
     def __init__(self, state: Callable[[], State]) -> None:
@@ -215,7 +235,8 @@ class _Stats:
             h.expires_at for h in state.holds.values()
             if h.status is HoldStatus.HELD and h.expires_at <= now
         ]  # fmt: skip
-        executing = sum(1 for r in state.ledger.values() if r.state == "executing")
+        leases = [r.lease_expires_at for r in state.ledger.values() if r.state == "executing"]
+        executing = sum(1 for end in leases if end is not None and end > now)
         return Gauges(by_status, len(state.outbox), min(overdue, default=None), executing)
 
 

@@ -8,7 +8,7 @@ one per statement. ``async`` lives only at the :class:`Store` boundary.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, TypeVar
@@ -135,6 +135,20 @@ class Workflows(Protocol):
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
         """Record that a retry storm was flagged at ``at`` (creating the row if needed)."""
+        ...
+
+    def add_replay_seconds(
+        self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
+    ) -> None:
+        """Add replays by the whole second (UTC) they happened in, to every process's."""
+        ...
+
+    def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
+        """The replays of the seconds from ``since`` on, over every process's hand-overs."""
+        ...
+
+    def forget_replays_before(self, tenant: str, before: datetime) -> None:
+        """Drop the tenant's per-second replay counts of the seconds before ``before``."""
         ...
 
 

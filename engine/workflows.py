@@ -1,9 +1,12 @@
 """Use cases of the retry-storm watch, and the workflow view.
 
 A replay costs the caller nothing but a read; the watch counts replays in the
-API process and hands the counts over in batches (:func:`record_replays`), and
-flags a workflow whose replays pass the rate once per window
-(:func:`flag_retry_storm`). :func:`workflow_view` shows one workflow whole.
+API process by the whole second they were answered in, and hands the counts
+over in batches (:func:`record_replays`). The store adds every process's
+seconds up, so a storm spread over processes is seen whole, and a batch handed
+over late cannot make a storm of replays that were spread out. A workflow is
+flagged once per window (:func:`flag_retry_storm`, or the hand-over itself).
+:func:`workflow_view` shows one workflow whole.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from slotward.engine.documents import execution_document, hold_document
 from slotward.engine.effects import audit
 from slotward.engine.errors import NotFound
 from slotward.engine.model import OutboxEvent, Principal, WorkflowStats
+from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
 from slotward.engine.timenorm import format_instant
 
@@ -25,9 +29,13 @@ __all__ = [
     "HOLDS_SHOWN",
     "STORM_ACTION",
     "ReplayCount",
+    "ReplayTally",
     "Unflushed",
     "flag_retry_storm",
     "record_replays",
+    "storm_key",
+    "whole_second",
+    "window_start",
     "workflow_view",
 ]
 
@@ -35,34 +43,85 @@ STORM_ACTION = "workflow.retry_storm"  # the audit action and the outbox event t
 STORM_ACTOR = "system"  # as the expiry sweeper's entries
 HOLDS_SHOWN = 200  # the view lists at most this many holds, oldest first
 EXECUTIONS_SHOWN = 200  # ... and this many executions, oldest first
+_SECOND = timedelta(seconds=1)
+
+
+def whole_second(at: datetime) -> datetime:
+    """The whole second ``at`` falls in: the bucket a replay at ``at`` is counted in."""
+    return at.replace(microsecond=0)
+
+
+def window_start(now: datetime, window: timedelta) -> datetime:
+    """The oldest second whose replays all happened within ``window`` before ``now``.
+
+    A second counts only when it began after ``now - window``: the count may
+    miss up to one second's replays at the window's old edge, never add any.
+    """
+    return whole_second(now - window) + _SECOND
+
+
+def storm_key(workflow_id: str) -> str:
+    """The audit ``key`` of a storm's entry: never mistaken for an idempotency key."""
+    return f"workflow:{workflow_id}"
 
 
 @dataclass(frozen=True)
 class ReplayCount:
-    """Replays of one workflow seen since the last hand-over, and the last one's time."""
+    """Replays of one workflow handed over in one batch, by the second they happened."""
 
-    count: int
-    last_at: datetime
+    seconds: Mapping[datetime, int]  # whole second (UTC) -> replays answered within it
+    last_at: datetime  # the latest of them
+    older: int = 0  # replays too old for any window: they count in the total only
+
+    @property
+    def count(self) -> int:
+        return self.older + sum(self.seconds.values())
+
+
+@dataclass(frozen=True)
+class ReplayTally:
+    """One workflow after a hand-over: its totals and its replays within the window."""
+
+    stats: WorkflowStats
+    in_window: int  # over every process, within the window ending at the hand-over
+    flagged: bool = False  # this hand-over flagged a retry storm
 
 
 def record_replays(
-    uow: UnitOfWork, tenant: str, counts: Mapping[str, ReplayCount]
-) -> dict[str, WorkflowStats]:
-    """Add one tenant's batched replay counts in one transaction; return the new totals.
+    uow: UnitOfWork,
+    tenant: str,
+    counts: Mapping[str, ReplayCount],
+    policy: Policy,
+    clock: Clock,
+    ids: IdGenerator,
+) -> dict[str, ReplayTally]:
+    """Add one tenant's batched replay counts in one transaction, and flag storms.
 
-    The totals include what every other process handed over before, which is
-    how a process sees a storm spread over several processes.
+    Each workflow's replays within the window ending now are summed over every
+    process's hand-overs by when they happened, not when they were handed
+    over; reaching ``policy.storm_replays`` flags the workflow, once per window.
+    Seconds older than the window are forgotten, for the whole tenant.
     """
-    totals: dict[str, WorkflowStats] = {}
+    tallies: dict[str, ReplayTally] = {}
+    window = policy.storm_window
     with uow:
         uow.lock_tenant(tenant)
+        now = clock.now()  # after the lock: every earlier hand-over and flag is visible
+        since = window_start(now, window)
+        uow.workflows.forget_replays_before(tenant, since)
         for workflow_id, seen in sorted(counts.items()):
+            recent = {s: n for s, n in seen.seconds.items() if s >= since}
             uow.workflows.add_replays(tenant, workflow_id, seen.count, seen.last_at)
+            uow.workflows.add_replay_seconds(tenant, workflow_id, recent)
+            in_window = uow.workflows.replays_since(tenant, workflow_id, since)
+            flagged = in_window >= policy.storm_replays and _flag(
+                uow, tenant, workflow_id, in_window, window, now, ids
+            )
             stats = uow.workflows.get(tenant, workflow_id)
             if stats is not None:
-                totals[workflow_id] = stats
+                tallies[workflow_id] = ReplayTally(stats, in_window, flagged)
         uow.commit()
-    return totals
+    return tallies
 
 
 def flag_retry_storm(
@@ -82,21 +141,36 @@ def flag_retry_storm(
     with uow:
         uow.lock_tenant(tenant)
         now = clock.now()  # after the lock: another process's flag is visible by now
-        stats = uow.workflows.get(tenant, workflow_id)
-        if stats is not None and stats.storm_at is not None and now - stats.storm_at < window:
+        if not _flag(uow, tenant, workflow_id, replays, window, now, ids):
             return False
-        uow.workflows.mark_storm(tenant, workflow_id, now)
-        # The audit entry has no workflow field: its key names the workflow.
-        audit(uow, tenant, STORM_ACTOR, now, STORM_ACTION, workflow_id, None, "flagged")
-        payload = {
-            "workflow_id": workflow_id,
-            "replays": replays,
-            "window_seconds": window.total_seconds(),
-            "at": format_instant(now),
-        }
-        uow.outbox.add(OutboxEvent(ids.new_id("evt"), tenant, STORM_ACTION, now, payload))
         uow.commit()
         return True
+
+
+def _flag(
+    uow: UnitOfWork,
+    tenant: str,
+    workflow_id: str,
+    replays: int,
+    window: timedelta,
+    now: datetime,
+    ids: IdGenerator,
+) -> bool:
+    """Write the flag unless one was stored within ``window``; the caller holds the lock."""
+    stats = uow.workflows.get(tenant, workflow_id)
+    if stats is not None and stats.storm_at is not None and now - stats.storm_at < window:
+        return False
+    uow.workflows.mark_storm(tenant, workflow_id, now)
+    # The audit entry has no workflow field: its key names the workflow.
+    audit(uow, tenant, STORM_ACTOR, now, STORM_ACTION, storm_key(workflow_id), None, "flagged")
+    payload = {
+        "workflow_id": workflow_id,
+        "replays": replays,
+        "window_seconds": window.total_seconds(),
+        "at": format_instant(now),
+    }
+    uow.outbox.add(OutboxEvent(ids.new_id("evt"), tenant, STORM_ACTION, now, payload))
+    return True
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, bindparam, func, insert, select, update
+from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
 from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
@@ -29,12 +30,32 @@ _MOVE = (
         storms=bindparam("v_storms"),
     )
 )
+_r = t.workflow_replays.c
+_R_WORKFLOW = (_r.tenant == bindparam("w_tenant"), _r.workflow_id == bindparam("w_workflow"))
+_R_SECONDS = select(_r.second_us, _r["count"]).where(*_R_WORKFLOW)
+_R_ADD = insert(t.workflow_replays)
+_R_MOVE = (
+    update(t.workflow_replays)
+    .where(*_R_WORKFLOW, _r.second_us == bindparam("w_second_us"))
+    .values(count=bindparam("v_count"))
+)
+_R_SUM = select(func.coalesce(func.sum(_r["count"]), 0)).where(
+    *_R_WORKFLOW, _r.second_us >= bindparam("w_since_us")
+)
+_R_FORGET = delete(t.workflow_replays).where(
+    _r.tenant == bindparam("w_tenant"), _r.second_us < bindparam("w_before_us")
+)
 _BY_STATUS = select(_h.status, func.count()).group_by(_h.status)
 _OVERDUE = select(func.count(), func.min(_h.expires_us)).where(
     _h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now")
 )
 _BACKLOG = select(func.count()).select_from(t.outbox).where(t.outbox.c.state == "pending")
-_EXECUTING = select(func.count()).select_from(t.ledger).where(t.ledger.c.state == "executing")
+# Leases in flight: an abandoned lease past its expiry is not (ix_ledger_lease).
+_EXECUTING = (
+    select(func.count())
+    .select_from(t.ledger)
+    .where(t.ledger.c.lease_expires_us > bindparam("now"), t.ledger.c.state == "executing")
+)
 
 
 def _stats(row: Row[Any]) -> WorkflowStats:
@@ -91,6 +112,31 @@ class SqlWorkflows:
             )
         self._put(old, new)
 
+    def add_replay_seconds(
+        self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
+    ) -> None:
+        # Select, then insert or update: the caller holds the tenant's lock, so no
+        # other writer adds the same second meanwhile, on PostgreSQL too.
+        if not buckets:
+            return
+        where = {"w_tenant": tenant, "w_workflow": workflow_id}
+        stored = {int(us): int(n) for us, n in self._conn.execute(_R_SECONDS, where)}
+        for second, count in sorted(buckets.items()):
+            us = to_us(second)
+            if us in stored:
+                moved = {"w_second_us": us, "v_count": stored[us] + count}
+                self._conn.execute(_R_MOVE, {**where, **moved})
+            else:
+                row = {"tenant": tenant, "workflow_id": workflow_id, "second_us": us}
+                self._conn.execute(_R_ADD, {**row, "count": count})
+
+    def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
+        where = {"w_tenant": tenant, "w_workflow": workflow_id, "w_since_us": to_us(since)}
+        return int(self._conn.execute(_R_SUM, where).scalar_one())
+
+    def forget_replays_before(self, tenant: str, before: datetime) -> None:
+        self._conn.execute(_R_FORGET, {"w_tenant": tenant, "w_before_us": to_us(before)})
+
 
 class SqlStats:
     def __init__(self, conn: Connection) -> None:
@@ -107,5 +153,5 @@ class SqlStats:
             holds_by_status=by_status,
             outbox_backlog=int(self._conn.execute(_BACKLOG).scalar_one()),
             oldest_overdue=opt_from_us(oldest),
-            executing=int(self._conn.execute(_EXECUTING).scalar_one()),
+            executing=int(self._conn.execute(_EXECUTING, {"now": to_us(now)}).scalar_one()),
         )

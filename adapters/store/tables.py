@@ -32,6 +32,7 @@ __all__ = [
     "ledger",
     "metadata",
     "outbox",
+    "workflow_replays",
     "workflow_stats",
 ]
 
@@ -129,6 +130,7 @@ ledger = Table(
     Index("ix_ledger_tenant_fingerprint", "tenant", "fingerprint"),
     Index("ix_ledger_expires", "expires_us"),
     Index("ix_ledger_tenant_workflow", "tenant", "workflow_id"),
+    Index("ix_ledger_lease", "lease_expires_us"),
 )
 
 workflow_stats = Table(
@@ -140,6 +142,18 @@ workflow_stats = Table(
     Column("last_replay_us", BigInteger, nullable=True),
     Column("storm_us", BigInteger, nullable=True),
     Column("storms", Integer, nullable=False),
+)
+
+# Replays per workflow and whole second they happened in, summed over every
+# process's hand-overs: what a storm spread over processes is measured on.
+workflow_replays = Table(
+    "workflow_replays",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("workflow_id", String(255), primary_key=True),
+    Column("second_us", BigInteger, primary_key=True, autoincrement=False),
+    Column("count", BigInteger, nullable=False),
+    Index("ix_workflow_replays_tenant_second", "tenant", "second_us"),  # the pruning
 )
 
 audit_log = Table(

@@ -211,9 +211,11 @@ async def test_client_keys_cannot_squat_on_derived_keys(server: Server) -> None:
     b = await server.key(agent="b")
     hold = (await a.create(_body("wf-a"))).json
     squat = {"Idempotency-Key": child_key(hold["key"], "commit")}
+    before = server.table_counts()
     other = await b.create(_body("wf-b", attendees=["sam@example.com"]), headers=squat)
-    assert other.status == 201
-    assert other.key == squat["Idempotency-Key"]  # the client sees its own key
+    assert other.status == 422  # a key of the derived form names one call: not this one
+    assert other.json["code"] == "invalid_idempotency_key"
+    assert server.table_counts() == before
     commit = await a.commit(hold["id"], hold["token"])
     assert commit.status == 200
     assert commit.json["status"] == "committed"

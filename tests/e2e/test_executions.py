@@ -478,6 +478,9 @@ async def test_ledger_outcomes_are_counted(server: Server) -> None:
         "fencing_rejected": 1,
     }  # fmt: skip
     assert sample(metrics, "slotward_ledger_executing") == 1  # k-1 still runs
+    server.clock.advance(31)  # its lease runs out: abandoned, not in flight
+    assert sample(await read_metrics(server), "slotward_ledger_executing") == 0
+    assert [r[1] for r in ledger_rows(server)].count("executing") == 1
 
 
 @pytest.mark.parametrize("client_key", ["orders/o-1", "100% done", "a b", "x?y#z"])

@@ -86,7 +86,7 @@ async def test_a_retry_storm_is_flagged_once(server: Server, hold_body: dict[str
     [entry] = await _storm_entries(agent)
     at = "2030-10-01T09:00:01Z"
     assert entry["actor"] == "system"
-    assert entry["key"] == "wf-42"
+    assert entry["key"] == "workflow:wf-42"
     assert entry["hold_id"] is None
     assert entry["outcome"] == "flagged"
     assert entry["at"] == at
@@ -153,6 +153,24 @@ async def test_replays_spread_over_more_than_the_window_are_not_flagged(
     assert await _storm_entries(agent) == []
     assert _storm_events(server) == []
     assert (await _view(agent, "wf-42"))["replays"] == 2 * THRESHOLD
+
+
+async def test_spread_out_replays_handed_over_late_are_not_flagged(
+    server: Server, hold_body: dict[str, Any]
+) -> None:
+    agent = await server.key()
+    await _booked(agent, hold_body)
+    # The same pace as above, but all handed over in one late sweep: what counts
+    # is when the replays happened, not when they were handed over.
+    for _ in range(2 * THRESHOLD):
+        await _replay(agent, hold_body, 1)
+        server.clock.advance(WINDOW / 4)
+    await server.sweep()
+    assert await _storm_entries(agent) == []
+    assert _storm_events(server) == []
+    assert (await _view(agent, "wf-42"))["replays"] == 2 * THRESHOLD
+    # Only the seconds within the last window are kept (at 09:01:45, 02:00, 02:15).
+    assert server.sql("SELECT count(*), sum(count) FROM workflow_replays") == [(3, 3)]
 
 
 async def test_a_storm_that_goes_on_is_flagged_again_after_a_full_window(
@@ -269,8 +287,8 @@ async def test_a_storm_spread_over_two_processes_is_flagged_once(
     agent = await server.key()
     there = Client(server.session, second.base, agent.secret)
     await _booked(agent, hold_body)
-    # Each process hands its counts over at every sweep and reads back the
-    # total over both; neither process alone sees 5 replays.
+    # Each process hands its counts over at every sweep; the store adds up both
+    # processes' replays within the window. Neither process alone sees 5.
     await _replay(agent, hold_body, 2)
     await _replay(there, hold_body, 2)
     await server.sweep()
@@ -279,7 +297,7 @@ async def test_a_storm_spread_over_two_processes_is_flagged_once(
     server.clock.advance(10)
     await _replay(agent, hold_body, 1)
     await _replay(there, hold_body, 1)
-    await server.sweep()  # the total rose from 0 to 5 since its first sweep
+    await server.sweep()  # 5 replays within the window, over both processes
     await second.sweep()
     [entry] = await _storm_entries(agent)
     assert entry["at"] == "2030-10-01T09:00:10Z"
@@ -295,4 +313,24 @@ async def test_a_storm_spread_over_two_processes_is_flagged_once(
     assert len(_storm_events(server)) == 1
     assert (await _storms_metric(server), await _storms_metric(second)) == (1, 0)
     assert (await _view(agent, "wf-42"))["replays"] == 6 + 2 * THRESHOLD
+    await _verified(agent)
+
+
+async def test_a_storm_split_over_two_processes_is_flagged_at_one_hand_over(
+    server: Server, second: Server, hold_body: dict[str, Any]
+) -> None:
+    agent = await server.key()
+    there = Client(server.session, second.base, agent.secret)
+    await _booked(agent, hold_body)
+    # Within one second, 3 replays here and 2 there, each handed over once.
+    await _replay(agent, hold_body, 3)
+    await _replay(there, hold_body, 2)
+    await server.sweep()
+    assert await _storm_entries(agent) == []
+    await second.sweep()
+    [entry] = await _storm_entries(agent)
+    assert (entry["key"], entry["at"]) == ("workflow:wf-42", "2030-10-01T09:00:00Z")
+    [event] = _storm_events(server)
+    assert event["replays"] == THRESHOLD
+    assert (await _storms_metric(server), await _storms_metric(second)) == (0, 1)
     await _verified(agent)

@@ -6,7 +6,9 @@ store are two processes on one database.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 import pytest
 
@@ -14,10 +16,11 @@ from slotward.api.metrics import Metrics
 from slotward.api.storms import StormWatch
 from slotward.engine.audit import GENESIS, verify_chain
 from slotward.engine.clock import FixedClock
-from slotward.engine.errors import NotFound
+from slotward.engine.errors import NotFound, Unavailable
 from slotward.engine.fakes import InMemoryStore, InMemoryUnitOfWork, SequentialIds
 from slotward.engine.model import Principal, Reply
 from slotward.engine.policy import Policy
+from slotward.engine.ports import UnitOfWork
 from slotward.engine.workflows import Unflushed, flag_retry_storm, workflow_view
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
@@ -25,6 +28,9 @@ WINDOW = timedelta(seconds=10)
 POLICY = Policy(storm_replays=3, storm_window=WINDOW)
 REPLAY = Reply(201, b"{}", "idem_x", replayed=True)
 FRESH = Reply(201, b"{}", "idem_x", replayed=False)
+# The defaults, for the cases of the review: 20 replays per 60 s.
+DEFAULTS = Policy(storm_replays=20, storm_window=timedelta(seconds=60))
+T = TypeVar("T")
 
 
 class CountingMetrics(Metrics):
@@ -45,9 +51,26 @@ def clock() -> FixedClock:
     return FixedClock(T0)
 
 
-def _watch(store: InMemoryStore, clock: FixedClock) -> tuple[StormWatch, CountingMetrics]:
+class FlakyStore(InMemoryStore):
+    """The in-memory store, counting write attempts; ``down`` makes every write fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.writes = 0
+
+    async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        self.writes += 1
+        if self.down:
+            raise Unavailable("the database is away")
+        return await super().write(fn)
+
+
+def _watch(
+    store: InMemoryStore, clock: FixedClock, policy: Policy = POLICY
+) -> tuple[StormWatch, CountingMetrics]:
     metrics = CountingMetrics()
-    return StormWatch(store, clock, SequentialIds(), POLICY, metrics), metrics
+    return StormWatch(store, clock, SequentialIds(), policy, metrics), metrics
 
 
 async def _replays(watch: StormWatch, n: int, workflow: str = "wf", tenant: str = "acme") -> None:
@@ -84,7 +107,7 @@ async def test_the_threshold_within_the_window_flags_once(
     assert metrics.storms == 2
     chain = store.state.audit["acme"]
     assert [(e.action, e.key, e.outcome) for e in chain] == [
-        ("workflow.retry_storm", "wf", "flagged")
+        ("workflow.retry_storm", "workflow:wf", "flagged")
     ] * 2
     assert verify_chain(chain, (0, GENESIS)).ok
 
@@ -144,7 +167,7 @@ async def test_a_storm_spread_over_two_processes_is_flagged_once(
     clock.advance(1)
     await _replays(one, 1)
     await _replays(two, 1)
-    await one.flush()  # the stored total rose from 0 to 3 since one's first flush
+    await one.flush()  # 3 replays within the window, over both processes
     await two.flush()
     assert (m1.storms, m2.storms) == (1, 0)
     assert len(_storm_types(store)) == 1
@@ -159,6 +182,91 @@ async def test_two_processes_each_seeing_a_storm_flag_it_once(
     await _replays(two, 3)
     assert (m1.storms, m2.storms) == (1, 0)
     assert store.state.workflows[("acme", "wf")].storms == 1
+
+
+async def test_spread_out_replays_handed_over_in_one_late_batch_are_not_flagged(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    # 25 replays, one every 8 s (7.5 a minute against 20 a minute), handed over
+    # in one batch (a slow sweep, a long purge, the database away meanwhile).
+    watch, metrics = _watch(store, clock, DEFAULTS)
+    for _ in range(25):
+        await _replays(watch, 1)
+        clock.advance(8)
+    await watch.flush()
+    assert metrics.storms == 0
+    assert _storm_types(store) == []
+    assert store.state.workflows[("acme", "wf")].replays == 25
+    # Only the seconds of the last window are kept: 7 replays, 8 s apart.
+    assert sorted(store.state.replay_seconds.values()) == [1] * 7
+
+
+async def test_a_storm_within_one_second_split_over_two_processes_is_flagged_once(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    one, m1 = _watch(store, clock, DEFAULTS)
+    two, m2 = _watch(store, clock, DEFAULTS)
+    for _ in range(10):
+        await _replays(one, 1)
+        await _replays(two, 1)
+        clock.advance(0.09)  # 20 replays within one second, 10 in each process
+    await one.flush()
+    assert (m1.storms, m2.storms) == (0, 0)
+    await two.flush()  # both processes' replays add up, by when they happened
+    assert (m1.storms, m2.storms) == (0, 1)
+    [event] = store.state.outbox
+    assert event.payload["replays"] == 20
+    clock.advance(1)
+    await _replays(one, 10)
+    await _replays(two, 10)
+    await one.flush()
+    await two.flush()
+    assert (m1.storms, m2.storms) == (0, 1)  # once per window
+    assert store.state.workflows[("acme", "wf")].storms == 1
+
+
+async def test_a_failing_store_does_not_make_every_replay_of_a_storm_write(
+    clock: FixedClock,
+) -> None:
+    store = FlakyStore()
+    watch, metrics = _watch(store, clock)
+    store.down = True
+    await _replays(watch, 3)  # the storm: one flag write tried, and it fails
+    assert store.writes == 1
+    await _replays(watch, 20)
+    assert store.writes == 1  # the replay path does not retry before a hand-over
+    await watch.flush()  # the hand-over fails too: one write for the tenant
+    assert store.writes == 2
+    await _replays(watch, 20)
+    assert store.writes == 2
+    assert watch.unflushed("acme", "wf").count == 43  # nothing lost
+    store.down = False
+    await watch.flush()  # the hand-over flags the storm itself
+    assert (store.writes, metrics.storms) == (3, 1)
+    assert store.state.workflows[("acme", "wf")].replays == 43
+    await _replays(watch, 20)  # the stored flag is known here: no write within the window
+    assert (store.writes, metrics.storms) == (3, 1)
+    clock.advance(WINDOW.total_seconds())
+    await _replays(watch, 3)
+    assert (store.writes, metrics.storms) == (4, 2)
+
+
+async def test_counts_kept_through_a_long_outage_add_to_the_total_only(
+    clock: FixedClock,
+) -> None:
+    store = FlakyStore()
+    watch, metrics = _watch(store, clock)
+    await _replays(watch, 2)
+    store.down = True
+    await watch.flush()
+    clock.advance(3 * WINDOW.total_seconds())
+    await watch.flush()  # their second fell out of the window: folded into one count
+    await _replays(watch, 1)
+    store.down = False
+    await watch.flush()
+    assert metrics.storms == 0  # 2 old replays and a new one are not 3 within a window
+    assert store.state.workflows[("acme", "wf")].replays == 3
+    assert list(store.state.replay_seconds.values()) == [1]
 
 
 def test_flagging_again_within_the_window_is_refused(

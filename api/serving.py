@@ -18,6 +18,7 @@ import multiprocessing.process
 import multiprocessing.queues
 import os
 import queue
+import shutil
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -115,6 +116,9 @@ def _child(config: Config, ready: multiprocessing.queues.Queue[int]) -> None:
         _serve_one(config, demo_key=False, reuse_port=True, announce=False,
                    watch=lambda: os.getppid() == parent, ready=lambda: ready.put(os.getpid()))
     )  # fmt: skip
+    if os.getppid() != parent and config.metrics_dir is not None:
+        # The parent died without cleaning up (kill -9): the orphans do it.
+        shutil.rmtree(config.metrics_dir, ignore_errors=True)
 
 
 async def _serve_one(

@@ -158,7 +158,10 @@ def test_workers_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
     argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port),
             "--workers", "2"]  # fmt: skip
     log = (tmp_path / "workers.log").open("w")
-    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    scratch = tmp_path / "tmp"  # where the server makes its metrics directory
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}/healthz"
     seen: set[int] = set()
     try:
@@ -170,6 +173,7 @@ def test_workers_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
             except OSError:
                 time.sleep(0.05)
         assert len(seen) == 2, "both workers should answer"
+        assert len(list(scratch.glob("slotward-metrics-*"))) == 1
         proc.kill()
         proc.wait(timeout=30)
         deadline = time.monotonic() + 30
@@ -181,6 +185,10 @@ def test_workers_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
             time.sleep(0.1)
         else:
             raise AssertionError("a worker kept serving after its parent was killed")
+        deadline = time.monotonic() + 30
+        while list(scratch.glob("slotward-metrics-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)  # the orphans remove it as they exit
+        assert list(scratch.glob("slotward-metrics-*")) == []
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -35,7 +35,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     )  # fmt: skip
     serve.add_argument(
         "--workers", type=int, default=1,
-        help="server processes sharing the port (SO_REUSEPORT); use PostgreSQL beyond one",
+        help="worker processes accepting on the one port; use PostgreSQL beyond one",
     )  # fmt: skip
     keys = sub.add_parser("keys", help="manage API keys").add_subparsers(dest="keys", required=True)
     create = keys.add_parser("create", help="create a key; prints it as the last line")

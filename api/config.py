@@ -82,6 +82,17 @@ class Config:
         self.check_logging()  # every way in refuses a bad setting, not only `serve`
         if not 1 <= self.retention_hours <= 24 * 30:
             raise InvalidRequest("retention must be 1 hour to 30 days", code="invalid_config")
+        if self.storm_window_seconds < 2:  # replays are counted by whole seconds
+            raise InvalidRequest(
+                "the retry-storm window must be at least 2 seconds", code="invalid_config"
+            )
+        if self.sweep_interval_seconds > self.storm_window_seconds / 2:
+            # Replay counts travel between processes at each sweep: a sweep
+            # slower than half the window lets a shared storm leave it unseen.
+            raise InvalidRequest(
+                "the sweep interval may be at most half the retry-storm window",
+                code="invalid_config",
+            )
         if self.storm_replays < 1:
             raise InvalidRequest(
                 "the retry-storm threshold must be at least 1", code="invalid_config"

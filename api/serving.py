@@ -1,18 +1,21 @@
 """Running the server: one process, or N processes sharing one port.
 
-With ``--workers N`` the parent migrates the schema once, then starts N worker
-processes and supervises them: each binds the same port with SO_REUSEPORT and
-the kernel spreads connections among them; the parent announces once all
-listen, and stops them all when it is told to or when one of them stops. The
-workers pool their metrics in ``config.metrics_dir`` (api/cli.py makes it). Each
-has its own store connection pool and its own sweeper; the store makes them
-safe beside each other (SQLite: one writer at a time per file; PostgreSQL: one
-writer at a time per tenant).
+With ``--workers N`` the parent migrates the schema once, binds and listens on
+the port itself, then starts N worker processes that all accept from that one
+socket, and supervises them: it announces once all serve, and stops them all
+when it is told to or when one of them stops. The parent owning the port means
+a second server cannot silently share it (SO_REUSEPORT would let it), and
+``--port 0`` gives one port, not one per worker. The workers pool their metrics
+in ``config.metrics_dir`` (api/cli.py makes it). Each has its own store
+connection pool and its own sweeper; the store makes them safe beside each
+other (SQLite: one writer at a time per file; PostgreSQL: one writer at a time
+per tenant).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import multiprocessing
 import multiprocessing.process
 import multiprocessing.queues
@@ -20,8 +23,10 @@ import os
 import queue
 import shutil
 import signal
+import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 from aiohttp import web
 
@@ -34,32 +39,52 @@ from slotward.engine.model import Principal
 
 __all__ = ["serve"]
 
+STOP_SECONDS = 20  # how long open requests may finish when the server stops
+
 
 def serve(config: Config, *, demo_key: bool, workers: int) -> None:
-    """Serve until SIGINT or SIGTERM; with ``workers`` > 1, in that many processes."""
+    """Serve until SIGINT, SIGTERM or SIGHUP; with ``workers`` > 1, in that many processes."""
     if workers <= 1:
-        asyncio.run(_serve_one(config, demo_key=demo_key, reuse_port=False))
+        asyncio.run(_serve_one(config, demo_key=demo_key))
         return
     if config.metrics_dir is None:
         raise ValueError("several workers need config.metrics_dir (api/cli.py sets it up)")
     asyncio.run(migrate(config))  # once, before the processes race to do it
-    _supervise(config, demo_key=demo_key, workers=workers)
+    with _listen(config) as sock:
+        port = sock.getsockname()[1]
+        _supervise(replace(config, port=port), sock, demo_key=demo_key, workers=workers)
 
 
-def _supervise(config: Config, *, demo_key: bool, workers: int) -> None:
-    """Start the workers, announce once all listen, and stop them all together."""
+@contextlib.contextmanager
+def _listen(config: Config) -> Iterator[socket.socket]:
+    """The server's one listening socket (a busy port fails here, before any worker)."""
+    sock = socket.create_server((config.host, config.port), backlog=1024)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+def _supervise(config: Config, sock: socket.socket, *, demo_key: bool, workers: int) -> None:
+    """Start the workers, announce once all serve, and stop them all together."""
     context = multiprocessing.get_context("spawn")
     ready = context.Queue()
-    children = [context.Process(target=_child, args=(config, ready)) for _ in range(workers)]
+    parent = os.getpid()
+    children = [
+        context.Process(target=_child, args=(config, sock, parent, ready)) for _ in range(workers)
+    ]
     for child in children:
-        child.start()
+        child.start()  # the socket travels to the child with it
     try:
         asyncio.run(_supervise_async(config, children, ready, demo_key=demo_key))
     finally:
         for child in children:
             child.terminate()  # SIGTERM: each stops cleanly
         for child in children:
-            child.join(timeout=30)
+            child.join(timeout=STOP_SECONDS + 10)
+            if child.is_alive():
+                child.kill()
+                child.join()
         ready.close()
     if any(c.exitcode not in (0, -signal.SIGTERM) for c in children):
         raise SystemExit("slotward: a worker process stopped; stopped the others")
@@ -72,17 +97,14 @@ async def _supervise_async(
     *,
     demo_key: bool,
 ) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    listening = 0
-    while listening < len(children):  # until each worker has bound the port
+    stop = _stop_on_signals()
+    serving = 0
+    while serving < len(children):  # until each worker serves
         if stop.is_set() or not all(c.is_alive() for c in children):
             return
         try:
             ready.get(timeout=0.05)
-            listening += 1
+            serving += 1
         except queue.Empty:
             await asyncio.sleep(0)
     print(f"slotward serving http://{config.host}:{config.port} "
@@ -97,6 +119,14 @@ async def _supervise_async(
         watcher.cancel()
 
 
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
 async def _demo_key(config: Config) -> str:
     store = await open_store(config)
     try:
@@ -107,14 +137,15 @@ async def _demo_key(config: Config) -> str:
     return made.secret
 
 
-def _child(config: Config, ready: multiprocessing.queues.Queue[int]) -> None:
+def _child(
+    config: Config, sock: socket.socket, parent: int, ready: multiprocessing.queues.Queue[int]
+) -> None:
     configure_logging(config)  # a spawned process starts with logging unconfigured
-    parent = os.getppid()
-    # A worker must not outlive its parent (kill -9 included), or it would go
-    # on serving the port beside a new server.
+    # A worker must not outlive its parent (kill -9 included, even during its
+    # start: ``parent`` is the pid the parent had, not whoever adopted us).
     asyncio.run(
-        _serve_one(config, demo_key=False, reuse_port=True, announce=False,
-                   watch=lambda: os.getppid() == parent, ready=lambda: ready.put(os.getpid()))
+        _serve_one(config, demo_key=False, sock=sock, watch=lambda: os.getppid() == parent,
+                   ready=lambda: ready.put(os.getpid()))
     )  # fmt: skip
     if os.getppid() != parent and config.metrics_dir is not None:
         # The parent died without cleaning up (kill -9): the orphans do it.
@@ -125,31 +156,35 @@ async def _serve_one(
     config: Config,
     *,
     demo_key: bool,
-    reuse_port: bool,
-    announce: bool = True,
-    workers: int = 1,
+    sock: socket.socket | None = None,
     watch: Callable[[], bool] | None = None,
     ready: Callable[[], None] | None = None,
 ) -> None:
-    """Bind first, then announce: a busy port fails before anything is printed."""
+    """Serve ``config``'s port, or a worker's share of ``sock``.
+
+    A single process binds first, then announces: a busy port fails before
+    anything is printed. A worker announces nothing; its parent does.
+    """
     services = await bootstrap(config)
     # access_log=None: the observe middleware writes the one access line per request.
-    runner = web.AppRunner(build_app(services, config), handle_signals=False, access_log=None)
+    runner = web.AppRunner(
+        build_app(services, config), handle_signals=False, access_log=None,
+        shutdown_timeout=STOP_SECONDS,
+    )  # fmt: skip
     await runner.setup()
-    stop = asyncio.Event()
+    stop = _stop_on_signals()
     watcher: asyncio.Task[None] | None = None
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        site = web.TCPSite(runner, config.host, config.port, reuse_port=reuse_port or None)
+        site: web.BaseSite = (
+            web.TCPSite(runner, config.host, config.port) if sock is None
+            else web.SockSite(runner, sock)
+        )  # fmt: skip
         await site.start()
         if ready is not None:
             ready()
-        if announce:
-            many = f", {workers} processes" if workers > 1 else ""
+        if sock is None:
             print(f"slotward serving http://{config.host}:{config.port} "
-                  f"(database {config.db_url}{many})")  # fmt: skip
+                  f"(database {config.db_url})")  # fmt: skip
         if demo_key:
             demo = Principal("demo", "demo-agent", "agent", 50)
             made = await services.store.write(

@@ -12,7 +12,7 @@ import logging
 
 from slotward.api.context import Services
 from slotward.engine.lifecycle import expire_due
-from slotward.engine.retention import purge_expired
+from slotward.engine.retention import purge_expired, purge_replay_seconds
 
 __all__ = ["sweep_forever", "sweep_once"]
 
@@ -32,6 +32,9 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
         svc.metrics.purged(purged)
         if purged == 0:
             break
+    window = svc.policy.storm_window
+    while await svc.store.write(lambda uow: purge_replay_seconds(uow, svc.clock, window)):
+        pass  # one quiet tenant at a time
     await svc.storms.flush()
     return total
 

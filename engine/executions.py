@@ -34,6 +34,7 @@ from slotward.engine.errors import (
 from slotward.engine.fingerprint import (
     CLIENT_PREFIX,
     canonical_json,
+    check_claimable,
     check_client_key,
     derive_key,
     is_derived_key,
@@ -148,6 +149,7 @@ def acquire(
         token = ids.new_id("lease")
         lease_end = now + timedelta(seconds=req.lease_seconds)
         if record is None:
+            check_claimable(key, fingerprint)
             record = LedgerRecord(
                 tenant, key, fingerprint, "executing", 0, b"", now, now + policy.retention,
                 kind="execution", workflow_id=req.workflow_id, tool=req.tool,

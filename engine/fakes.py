@@ -220,6 +220,10 @@ class _Workflows:
             k: n for k, n in state.replay_seconds.items() if k[0] != tenant or k[2] >= before
         }
 
+    def tenant_with_replays_before(self, before: datetime) -> str | None:
+        old = [t for (t, _, s) in self._state().replay_seconds if s < before]
+        return min(old, default=None)
+
 
 class _Stats:
     def __init__(self, state: Callable[[], State]) -> None:

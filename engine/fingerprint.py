@@ -25,6 +25,7 @@ __all__ = [
     "FINGERPRINT_VERSION",
     "MAX_STEP",
     "canonical_json",
+    "check_claimable",
     "check_client_key",
     "check_step",
     "child_key",
@@ -172,22 +173,29 @@ def ledger_key(client_key: str | None, derived: str) -> str:
     """The key a record is stored under.
 
     Client keys live in their own namespace, so a client cannot pick a key that
-    some other call derives (a commit's ``idem_...``) and squat on it. A client
-    that sends back the very key slotward derived for this call (as answered in
-    ``Idempotency-Key``) means that call: it gets the derived record. Any other
-    key of the derived form is refused, so one public key never names two
-    records.
+    some other call derives (a commit's ``idem_...``) and squat on it. A key of
+    the derived form names a derived record: a client sending back a key
+    slotward answered means that call (see :func:`check_claimable`).
     """
-    if client_key is None or client_key == derived:
-        return derived
-    if _DERIVED_KEY.fullmatch(client_key):
+    if client_key is None or _DERIVED_KEY.fullmatch(client_key):
+        return client_key or derived
+    return CLIENT_PREFIX + client_key
+
+
+def check_claimable(stored: str, derived: str) -> None:
+    """Refuse to record a new call under a derived-form key that is not its own.
+
+    Called where a call would create its record: a client may send back a key
+    slotward derived (a retry; it then finds that record), but never start a
+    new record under one, so one public key never names two records.
+    """
+    if _DERIVED_KEY.fullmatch(stored) and stored != derived:
         raise ValidationFailed(
             "an Idempotency-Key of the form idem_<64 hex digits> is one slotward derives;"
-            " send it only with the call it was derived for",
+            " it names the call it was derived for, not a new one",
             code="invalid_idempotency_key",
             extra={"field": "Idempotency-Key"},
         )
-    return CLIENT_PREFIX + client_key
 
 
 def is_derived_key(key: str) -> bool:

@@ -10,7 +10,7 @@ from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
 from slotward.engine.errors import Conflict, Forbidden, NotFound, answering_for
 from slotward.engine.expiry import expire_hold, expire_stale
-from slotward.engine.fingerprint import child_key, ledger_key, public_key
+from slotward.engine.fingerprint import check_claimable, child_key, ledger_key, public_key
 from slotward.engine.holds import Commit, Release, apply
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
 from slotward.engine.placing import replay_record
@@ -100,6 +100,8 @@ def _act(
         derived = child_key(hold.key, kind)
         with answering_for(public_key(ledger_key(action.client_key, derived))):
             replay = _recorded(uow, hold, action, derived)
+            if replay is None:
+                check_claimable(ledger_key(action.client_key, derived), derived)
             reply = replay if replay is not None else decide(hold, now, derived)
         return replace(reply, workflow_id=hold.workflow_id)
 

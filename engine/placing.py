@@ -17,6 +17,7 @@ from slotward.engine.effects import audit, emit
 from slotward.engine.errors import SlotConflict, ValidationFailed, answering_for
 from slotward.engine.expiry import expire_stale
 from slotward.engine.fingerprint import (
+    check_claimable,
     derive_key,
     hold_intent,
     intent_fingerprint,
@@ -85,9 +86,13 @@ def _prepare(uow: UnitOfWork, req: HoldRequest, policy: Policy) -> _Prepared:
 def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -> Reply | None:
     tenant = req.principal.tenant
     record = uow.ledger.get(tenant, prep.key)
-    if record is not None:
+    if record is not None and record.fingerprint == prep.fingerprint:
         return replay_record(record, prep.fingerprint)
     live = uow.holds.find_live_intent(tenant, req.workflow_id, prep.intent_fp, now)
+    if record is not None and (live is None or record.hold_id != live.id):
+        return replay_record(record, prep.fingerprint)  # a key reused: 422
+    # No record, or the key a step-drift replay answered, sent back: the live
+    # hold of this intent answers either way.
     if live is None:
         return None
     first = uow.ledger.get(tenant, live.key)
@@ -149,6 +154,7 @@ def _place(
     replay = _replay(uow, req, prep, now)
     if replay is not None:
         return replay
+    check_claimable(prep.key, prep.fingerprint)
     _check_window(req.interval, now, policy.max_hold)
     principal = req.principal
     claim = conflicts.Claim(

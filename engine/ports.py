@@ -151,6 +151,10 @@ class Workflows(Protocol):
         """Drop the tenant's per-second replay counts of the seconds before ``before``."""
         ...
 
+    def tenant_with_replays_before(self, before: datetime) -> str | None:
+        """Some tenant with per-second replay counts older than ``before``, if any."""
+        ...
+
 
 class Stats(Protocol):
     def gauges(self, now: datetime) -> Gauges:

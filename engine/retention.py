@@ -7,9 +7,12 @@ lease is still running is never purged.
 
 from __future__ import annotations
 
-from slotward.engine.ports import Clock, UnitOfWork
+from datetime import timedelta
 
-__all__ = ["purge_expired"]
+from slotward.engine.ports import Clock, UnitOfWork
+from slotward.engine.workflows import window_start
+
+__all__ = ["purge_expired", "purge_replay_seconds"]
 
 
 def purge_expired(uow: UnitOfWork, clock: Clock, limit: int = 500) -> int:
@@ -27,3 +30,21 @@ def purge_expired(uow: UnitOfWork, clock: Clock, limit: int = 500) -> int:
         purged = uow.ledger.purge(tenant, clock.now(), limit)
         uow.commit()
         return purged
+
+
+def purge_replay_seconds(uow: UnitOfWork, clock: Clock, window: timedelta) -> bool:
+    """Drop one tenant's per-second replay counts that have left the storm window.
+
+    A tenant's own hand-overs prune its counts too; this catches the tenants
+    that went quiet. Returns whether there was anything to drop (the sweeper
+    calls it until there is not).
+    """
+    with uow:
+        since = window_start(clock.now(), window)
+        tenant = uow.workflows.tenant_with_replays_before(since)
+        if tenant is None:
+            return False
+        uow.lock_tenant(tenant)
+        uow.workflows.forget_replays_before(tenant, window_start(clock.now(), window))
+        uow.commit()
+        return True

@@ -110,7 +110,11 @@ def record_replays(
         since = window_start(now, window)
         uow.workflows.forget_replays_before(tenant, since)
         for workflow_id, seen in sorted(counts.items()):
-            recent = {s: n for s, n in seen.seconds.items() if s >= since}
+            recent: dict[datetime, int] = {}
+            for second, n in seen.seconds.items():
+                if second >= since:  # a clock ahead of ours counts as now, not later
+                    at = min(second, whole_second(now))
+                    recent[at] = recent.get(at, 0) + n
             uow.workflows.add_replays(tenant, workflow_id, seen.count, seen.last_at)
             uow.workflows.add_replay_seconds(tenant, workflow_id, recent)
             in_window = uow.workflows.replays_since(tenant, workflow_id, since)

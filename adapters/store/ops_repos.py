@@ -42,6 +42,7 @@ _R_MOVE = (
 _R_SUM = select(func.coalesce(func.sum(_r["count"]), 0)).where(
     *_R_WORKFLOW, _r.second_us >= bindparam("w_since_us")
 )
+_R_OLD_TENANT = select(_r.tenant).where(_r.second_us < bindparam("w_before_us")).limit(1)
 _R_FORGET = delete(t.workflow_replays).where(
     _r.tenant == bindparam("w_tenant"), _r.second_us < bindparam("w_before_us")
 )
@@ -136,6 +137,10 @@ class SqlWorkflows:
 
     def forget_replays_before(self, tenant: str, before: datetime) -> None:
         self._conn.execute(_R_FORGET, {"w_tenant": tenant, "w_before_us": to_us(before)})
+
+    def tenant_with_replays_before(self, before: datetime) -> str | None:
+        row = self._conn.execute(_R_OLD_TENANT, {"w_before_us": to_us(before)}).first()
+        return None if row is None else str(row.tenant)
 
 
 class SqlStats:

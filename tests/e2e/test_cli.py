@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -193,3 +194,77 @@ def test_workers_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
         if proc.poll() is None:
             proc.kill()
         log.close()
+
+
+def test_workers_share_one_port_that_no_second_server_can_join(tmp_path: Path) -> None:
+    """--workers: the parent owns the port; --port 0 gives one real port for all workers."""
+    argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{tmp_path / 'one.db'}", "serve",
+            "--port", "0", "--workers", "2", "--demo-key"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        port = int(banner.split("http://127.0.0.1:")[1].split()[0])
+        assert port != 0
+        assert "2 processes" in banner
+        key = proc.stdout.readline().strip().split()[-1]
+        seen: set[int] = set()
+        deadline = time.monotonic() + 60
+        while len(seen) < 2 and time.monotonic() < deadline:  # readiness, bounded
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+                seen.add(json.load(resp)["process"])
+        assert len(seen) == 2, "both workers serve the one port"
+
+        second = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{tmp_path / 'two.db'}", "serve",
+                  "--port", str(port), "--workers", "2"]  # fmt: skip
+        busy = subprocess.run(second, capture_output=True, text=True, timeout=60)
+        assert busy.returncode == 2
+        assert busy.stdout == ""
+        assert "address already in use" in busy.stderr.lower()
+        for _ in range(12):  # every answer still comes from the first server
+            status, _, _ = _call(f"http://127.0.0.1:{port}/v1/holds", {}, key)
+            assert status == 422  # authenticated by the first server's key, then refused
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def _children(pid: int) -> set[int]:
+    found: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        with contextlib.suppress(OSError):
+            found |= {int(p) for p in (task / "children").read_text().split()}
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    with contextlib.suppress(OSError):
+        if stat.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False  # a zombie: exited, not yet reaped by its new parent
+    return True
+
+
+def test_workers_stop_when_the_parent_dies_while_they_start(tmp_path: Path) -> None:
+    """kill -9 of the parent before its workers have even imported: none may live on."""
+    argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{tmp_path / 'w.db'}", "serve",
+            "--port", "0", "--workers", "2"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    workers: set[int] = set()
+    deadline = time.monotonic() + 60
+    while len(workers) < 2 and time.monotonic() < deadline:  # the spawned workers appear
+        workers |= _children(proc.pid) - {proc.pid}
+        time.sleep(0.005)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert workers, "the workers were never seen"
+    deadline = time.monotonic() + 60
+    while any(_alive(w) for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(w) for w in workers), "a worker outlived its parent"

@@ -516,14 +516,29 @@ async def test_a_key_of_the_derived_form_for_another_call_is_refused(server: Ser
     before = server.table_counts()
     other = await acquire(agent, call(step=9), headers={"Idempotency-Key": str(first.key)})
     assert other.status == 422
-    assert other.json["code"] == "invalid_idempotency_key"
+    assert other.json["code"] == "idempotency_key_reused"  # that key names another call
     made_up = "idem_" + "0" * 64
     hold = await agent.create(
         {**json.loads(json.dumps(CALL_HOLD))}, headers={"Idempotency-Key": made_up}
     )
     assert hold.status == 422
-    assert hold.json["code"] == "invalid_idempotency_key"
+    assert hold.json["code"] == "invalid_idempotency_key"  # no call derives it: never claimed
     assert server.table_counts() == before
+
+
+async def test_the_key_of_a_step_drift_replay_can_be_sent_back(server: Server) -> None:
+    agent = await server.key()
+    first = await agent.create({**CALL_HOLD, "step": 3})
+    drifted = await agent.create({**CALL_HOLD, "step": 7})
+    assert drifted.replayed
+    assert drifted.key == first.key
+    echoed = await agent.create(
+        {**CALL_HOLD, "step": 7}, headers={"Idempotency-Key": str(first.key)}
+    )
+    assert echoed.status == 201
+    assert echoed.replayed
+    assert echoed.body == first.body
+    assert server.sql("SELECT count(*) FROM holds") == [(1,)]
 
 
 CALL_HOLD: dict[str, Any] = {

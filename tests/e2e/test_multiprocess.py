@@ -1,7 +1,7 @@
 """Four server processes on one PostgreSQL, raced by 400 clients.
 
-`slotward serve --workers 4` runs four processes on one port; every request
-opens its own connection, so the kernel spreads them over the processes. The
+`slotward serve --workers 4` runs four processes on one listening socket;
+every request opens its own connection, so they spread over the processes. The
 clients claim 20 slots with mixed priorities, and a third of them retry with
 the same call reworded. Afterwards the database must show: no two live or
 committed holds of an attendee overlap, one hold per intent, every duplicate

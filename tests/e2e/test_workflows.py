@@ -334,3 +334,17 @@ async def test_a_storm_split_over_two_processes_is_flagged_at_one_hand_over(
     assert event["replays"] == THRESHOLD
     assert (await _storms_metric(server), await _storms_metric(second)) == (0, 1)
     await _verified(agent)
+
+
+async def test_per_second_counts_leave_with_the_window(
+    server: Server, hold_body: dict[str, Any]
+) -> None:
+    agent = await server.key()
+    await _booked(agent, hold_body)
+    await _replay(agent, hold_body, 2)
+    await server.sweep()
+    assert server.sql("SELECT count(*) FROM workflow_replays") == [(1,)]
+    server.clock.advance(WINDOW + 1)
+    await server.sweep()  # the tenant went quiet: the sweep itself drops them
+    assert server.sql("SELECT count(*) FROM workflow_replays") == [(0,)]
+    assert (await _view(agent, hold_body["workflow_id"]))["replays"] == 2

@@ -18,6 +18,8 @@ from slotward.engine.errors import InvalidRequest
         ("SLOTWARD_SWEEP_INTERVAL", "1e12"),
         ("SLOTWARD_RETRY_STORM_REPLAYS", "0"),
         ("SLOTWARD_RETRY_STORM_REPLAYS", "many"),
+        ("SLOTWARD_RETRY_STORM_WINDOW", "1.5"),
+        ("SLOTWARD_SWEEP_INTERVAL", "31"),
         ("SLOTWARD_RETENTION_HOURS", "721"),
         ("SLOTWARD_RETENTION_HOURS", "0"),
     ],

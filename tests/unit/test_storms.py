@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from typing import TypeVar
 
 import pytest
@@ -21,6 +22,7 @@ from slotward.engine.fakes import InMemoryStore, InMemoryUnitOfWork, SequentialI
 from slotward.engine.model import Principal, Reply
 from slotward.engine.policy import Policy
 from slotward.engine.ports import UnitOfWork
+from slotward.engine.retention import purge_replay_seconds
 from slotward.engine.workflows import Unflushed, flag_retry_storm, workflow_view
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
@@ -297,3 +299,19 @@ def test_the_view_of_a_workflow_nobody_used_is_not_found(store: InMemoryStore) -
     assert caught.value.code == "workflow_not_found"
     seen = workflow_view(uow, reader, "wf", T0, Unflushed(2, T0))
     assert (seen["replays"], seen["last_activity_at"]) == (2, "2030-10-01T09:00:00Z")
+
+
+async def test_a_quiet_tenants_replay_seconds_are_purged_by_the_sweep(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    watch, _ = _watch(store, clock)
+    await _replays(watch, 3, tenant="quiet")
+    await watch.flush()
+    assert len(store.state.replay_seconds) == 1
+    window = POLICY.storm_window
+    purge = partial(purge_replay_seconds, clock=clock, window=window)
+    assert await store.write(purge) is False  # still inside the window
+    clock.advance(window.total_seconds() + 1)
+    assert await store.write(purge) is True
+    assert store.state.replay_seconds == {}
+    assert await store.write(purge) is False

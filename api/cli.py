@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
 import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 
 from slotward.api.app import migrate, open_store
 from slotward.api.auth import ROLES, create_key
@@ -58,11 +60,33 @@ async def _new_key(config: Config, principal: Principal) -> str:
     return made.secret
 
 
+_METRICS_PREFIX = "slotward-metrics-"
+
+
+def _remove_orphaned_metrics() -> None:
+    """Remove the metrics directories of `serve --workers` servers that died.
+
+    A server killed outright (kill -9, even while its workers start) cannot
+    remove its own; the next one does. The name carries the owner's pid.
+    """
+    for folder in Path(tempfile.gettempdir()).glob(f"{_METRICS_PREFIX}*-*"):
+        owner = folder.name.removeprefix(_METRICS_PREFIX).split("-", 1)[0]
+        if not owner.isdigit():
+            continue
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:
+            pass  # alive, another user's
+
+
 def _serve(config: Config, *, demo_key: bool, workers: int) -> None:
     if workers <= 1:
         serve(config, demo_key=demo_key, workers=1)
         return
-    with tempfile.TemporaryDirectory(prefix="slotward-metrics-") as shared:
+    _remove_orphaned_metrics()
+    with tempfile.TemporaryDirectory(prefix=f"{_METRICS_PREFIX}{os.getpid()}-") as shared:
         # The workers are spawned: new interpreters inheriting this environment,
         # so prometheus-client loads in its multiprocess mode there and they
         # pool their counts in `shared` (api/metrics.py).

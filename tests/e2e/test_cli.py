@@ -252,10 +252,16 @@ def _alive(pid: int) -> bool:
 
 
 def test_workers_stop_when_the_parent_dies_while_they_start(tmp_path: Path) -> None:
-    """kill -9 of the parent before its workers have even imported: none may live on."""
+    """kill -9 of the parent before its workers have even imported: none may live on.
+
+    Whatever the workers could not clean up, the next `serve --workers` does.
+    """
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = {**os.environ, "TMPDIR": str(scratch)}
     argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{tmp_path / 'w.db'}", "serve",
             "--port", "0", "--workers", "2"]  # fmt: skip
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     workers: set[int] = set()
     deadline = time.monotonic() + 60
     while len(workers) < 2 and time.monotonic() < deadline:  # the spawned workers appear
@@ -268,3 +274,19 @@ def test_workers_stop_when_the_parent_dies_while_they_start(tmp_path: Path) -> N
     while any(_alive(w) for w in workers) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not any(_alive(w) for w in workers), "a worker outlived its parent"
+
+    (scratch / f"slotward-metrics-{proc.pid}-leftover").mkdir(exist_ok=True)  # as if left
+    again = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env,
+                             text=True)  # fmt: skip
+    try:
+        assert again.stdout is not None
+        assert again.stdout.readline().startswith("slotward serving")
+        left = [d.name for d in scratch.glob("slotward-metrics-*")]
+        assert left == [d for d in left if d.startswith(f"slotward-metrics-{again.pid}-")]
+        assert len(left) == 1  # only the running server's own
+    finally:
+        again.terminate()
+        again.wait(timeout=60)
+        if again.stdout:
+            again.stdout.close()
+    assert list(scratch.glob("slotward-metrics-*")) == []

@@ -249,15 +249,22 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
 
 
 def _completable(record: LedgerRecord | None, done: Completion) -> LedgerRecord:
-    if record is not None and record.kind != "execution":
+    """The record a completion may complete: 404 without one, 409 under another lease."""
+    if record is None:
+        raise NotFound(
+            f"no execution {done.key!r}: never acquired (in this tenant), freed by a"
+            " retryable failure, or past retention; this lease holds nothing",
+            code="execution_not_found",
+        )
+    if record.kind != "execution":
         raise NotFound(
             f"{done.key!r} is a hold tool's key: holds complete through commit and release",
             code="execution_not_found",
         )
-    if record is None or record.lease_token != done.lease_token:
+    if record.lease_token != done.lease_token:
         raise LeaseLost(
-            "this lease token does not hold the key: the lease was taken over, freed by a "
-            "retryable failure, never acquired, or the record passed retention"
+            "this lease token does not hold the key: the lease was taken over by another"
+            " caller, or the token is not one slotward issued for it"
         )
     return record
 

@@ -120,7 +120,7 @@ async def test_a_retryable_failure_frees_the_key(server: Server) -> None:
     assert second.key == first.key
     assert second.json["lease_token"] != old
     stale = await complete(agent, first.key, old)
-    assert stale.status == 409
+    assert stale.status == 409  # the record is back, under the new lease
     assert stale.json["code"] == "lease_lost"
 
 
@@ -304,8 +304,8 @@ async def test_executions_belong_to_their_tenant(server: Server) -> None:
     first = await acquire(agent)
     assert (await stranger.get(f"/v1/executions/{first.key}")).status == 404
     stolen = await complete(stranger, first.key, first.json["lease_token"])
-    assert stolen.status == 409
-    assert stolen.json["code"] == "lease_lost"
+    assert stolen.status == 404  # even with the right token: not this tenant's
+    assert stolen.json["code"] == "execution_not_found"
     mine = await acquire(stranger)  # the same call in another tenant is another key
     assert mine.status == 201
     assert mine.key != first.key

@@ -1,0 +1,115 @@
+"""Who may call what: the role matrix and tenant isolation, over every route.
+
+The matrix is written here by hand from DESIGN section 7, not read from the
+code, so a handler that forgets its role check (or checks the wrong one)
+fails. Every route of the table must appear in it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from slotward.api.table import ROUTES
+from tests.e2e.conftest import HOLD_BODY, Client, Server
+
+ALL = frozenset({"agent", "reviewer", "admin"})
+WRITERS = frozenset({"agent", "admin"})
+ALLOWED: dict[tuple[str, str], frozenset[str]] = {
+    ("POST", "/v1/holds"): WRITERS,
+    ("GET", "/v1/holds"): ALL,
+    ("GET", "/v1/holds/{hold_id}"): ALL,
+    ("POST", "/v1/holds/{hold_id}/commit"): WRITERS,
+    ("POST", "/v1/holds/{hold_id}/release"): WRITERS,
+    ("GET", "/v1/availability"): ALL,
+    ("POST", "/v1/tool-calls"): WRITERS,  # with a tool that writes (find_free_slots: ALL)
+    ("POST", "/v1/executions"): WRITERS,
+    ("POST", "/v1/executions/{key}/complete"): WRITERS,
+    ("GET", "/v1/executions/{key}"): ALL,
+    ("GET", "/v1/workflows/{workflow_id}"): ALL,
+    ("POST", "/v1/attendees"): frozenset({"admin"}),
+    ("GET", "/v1/audit"): ALL,
+    ("GET", "/v1/audit/verify"): ALL,
+}
+AUTHENTICATED = [r for r in ROUTES if r.auth]
+
+
+def test_the_matrix_covers_every_route() -> None:
+    assert {(r.method, r.path) for r in AUTHENTICATED} == set(ALLOWED)
+
+
+async def _objects(server: Server) -> dict[str, str]:
+    """A hold, an execution and a workflow of tenant acme, made by its agent."""
+    owner = await server.key(agent="owner")
+    hold = await owner.create(dict(HOLD_BODY))
+    assert hold.status == 201
+    body = {"workflow_id": HOLD_BODY["workflow_id"], "tool": "t", "arguments": {}}
+    execution = await owner.post("/v1/executions", body)
+    assert execution.status == 201
+    return {
+        "hold_id": hold.json["id"],
+        "key": execution.json["key"],
+        "workflow_id": HOLD_BODY["workflow_id"],
+    }
+
+
+def _call(method: str, path: str, ids: dict[str, str]) -> tuple[str, Any]:
+    """A concrete path and a body that would pass validation for ``path``."""
+    concrete = path.format(**ids)
+    bodies: dict[str, Any] = {
+        "/v1/holds": {**HOLD_BODY, "workflow_id": "wf-matrix", "start": "2030-10-20T10:00:00Z"},
+        "/v1/holds/{hold_id}/commit": {"token": 1},
+        "/v1/holds/{hold_id}/release": {},
+        "/v1/tool-calls": {
+            "workflow_id": "wf-matrix", "tool": "create_calendar_hold",
+            "arguments": {"attendees": ["x@example.com"], "start": "2030-10-21T10:00:00Z",
+                          "duration_minutes": 30},
+        },
+        "/v1/executions": {"workflow_id": "wf-matrix", "tool": "t", "arguments": {"n": 1}},
+        "/v1/executions/{key}/complete": {"lease_token": "lease_x", "outcome": "succeeded"},
+        "/v1/attendees": {"emails": ["matrix@example.com"]},
+    }  # fmt: skip
+    if path == "/v1/availability":
+        concrete += "?attendees=alex@example.com&from=2030-10-14T00:00:00Z&to=2030-10-15T00:00:00Z"
+    return concrete, bodies.get(path) if method == "POST" else None
+
+
+@pytest.mark.parametrize("role", sorted(ALL))
+@pytest.mark.parametrize("route", AUTHENTICATED, ids=lambda r: f"{r.method} {r.path}")
+async def test_every_role_on_every_route(server: Server, route: Any, role: str) -> None:
+    ids = await _objects(server)
+    client = await server.key(agent=f"caller-{role}", role=role)  # type: ignore[arg-type]
+    path, body = _call(route.method, route.path, ids)
+    answer = await client.request(route.method, path, body)
+    refused = answer.status == 403 and answer.json.get("code") == "role_forbidden"
+    assert refused == (role not in ALLOWED[(route.method, route.path)]), (
+        answer.status,
+        answer.body[:300],
+    )
+    assert answer.status < 500
+
+
+async def test_a_reviewer_may_still_find_free_slots_through_a_tool_call(server: Server) -> None:
+    reviewer = await server.key(agent="rev", role="reviewer")
+    call = {
+        "tool": "find_free_slots",
+        "arguments": {"attendees": ["alex@example.com"], "from": "2030-10-14T09:00:00Z",
+                      "to": "2030-10-14T17:00:00Z", "duration_minutes": 30},
+    }  # fmt: skip
+    answer = await reviewer.post("/v1/tool-calls", call)
+    assert answer.status == 200
+
+
+@pytest.mark.parametrize(
+    "route", [r for r in AUTHENTICATED if "{" in r.path], ids=lambda r: f"{r.method} {r.path}"
+)
+async def test_another_tenants_ids_answer_404_on_every_route(server: Server, route: Any) -> None:
+    ids = await _objects(server)
+    stranger: Client = await server.key(tenant="globex", agent="intruder", role="admin")
+    before = server.table_counts()
+    path, body = _call(route.method, route.path, ids)
+    answer = await stranger.request(route.method, path, body)
+    assert answer.status == 404, answer.body[:300]
+    after = server.table_counts()
+    assert after == before  # nothing written for a refused stranger

@@ -1,5 +1,5 @@
 """API keys: created once and shown once, stored as a SHA-256 hash, bound to a
-tenant, an agent, a role and a default priority.
+tenant, an agent, a role and a default priority; revocable by their id.
 
 Keys are 32 random bytes, so a fast hash is enough to make the stored value
 useless to a thief; a key id prefix lets an operator name a key without it.
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from slotward.engine.errors import Forbidden, InvalidRequest, Unauthenticated
+from slotward.engine.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
 from slotward.engine.model import Principal, Role
 from slotward.engine.ports import Clock, IdGenerator, Store, UnitOfWork
 
@@ -28,6 +28,7 @@ __all__ = [
     "create_key",
     "hash_key",
     "require_role",
+    "revoke_key",
 ]
 
 ROLES: tuple[Role, ...] = ("agent", "reviewer", "admin")
@@ -59,6 +60,14 @@ def create_key(uow: UnitOfWork, principal: Principal, clock: Clock, ids: IdGener
         uow.keys.add(key_id, hash_key(secret), principal, clock.now())
         uow.commit()
     return NewKey(key_id, secret, principal)
+
+
+def revoke_key(uow: UnitOfWork, key_id: str, clock: Clock) -> None:
+    """Revoke ``key_id``: servers refuse it once their key cache forgets it."""
+    with uow:
+        if not uow.keys.revoke(key_id, clock.now()):
+            raise NotFound(f"no unrevoked key {key_id!r}", code="key_not_found")
+        uow.commit()
 
 
 class KeyCache:

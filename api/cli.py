@@ -1,4 +1,4 @@
-"""The ``slotward`` command: serve, keys create, migrate."""
+"""The ``slotward`` command: serve, keys create, keys revoke, migrate."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from slotward.api.app import migrate, open_store
-from slotward.api.auth import ROLES, create_key
+from slotward.api.auth import ROLES, NewKey, create_key, revoke_key
 from slotward.api.config import Config
 from slotward.api.logs import configure_logging
 from slotward.api.serving import serve
@@ -45,19 +45,28 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     create.add_argument("--agent", required=True)
     create.add_argument("--role", choices=ROLES, default="agent")
     create.add_argument("--priority", type=int, default=50)
+    revoke = keys.add_parser("revoke", help="revoke a key by its id (printed by keys create)")
+    revoke.add_argument("key_id")
     sub.add_parser("migrate", help="bring the database schema up to date")
     return parser
 
 
-async def _new_key(config: Config, principal: Principal) -> str:
+async def _new_key(config: Config, principal: Principal) -> NewKey:
     store = await open_store(config)
     try:
-        made = await store.write(
+        return await store.write(
             lambda uow: create_key(uow, principal, SystemClock(), TimeOrderedIds())
         )
     finally:
         await store.close()
-    return made.secret
+
+
+async def _revoke(config: Config, key_id: str) -> None:
+    store = await open_store(config)
+    try:
+        await store.write(lambda uow: revoke_key(uow, key_id, SystemClock()))
+    finally:
+        await store.close()
 
 
 _METRICS_PREFIX = "slotward-metrics-"
@@ -103,11 +112,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
             _serve(config, demo_key=args.demo_key, workers=args.workers)
+        elif args.command == "keys" and args.keys == "revoke":
+            asyncio.run(_revoke(config, args.key_id))
+            print(f"revoked {args.key_id} (servers refuse it within "
+                  f"{config.key_cache_seconds:g} s, their key cache)")  # fmt: skip
         elif args.command == "keys":
             principal = Principal(args.tenant, args.agent, args.role, args.priority)
-            secret = asyncio.run(_new_key(config, principal))
-            print(f"created {args.role} key for tenant {args.tenant}, agent {args.agent}")
-            print(secret)
+            made = asyncio.run(_new_key(config, principal))
+            print(f"created {args.role} key {made.id} for tenant {args.tenant}, "
+                  f"agent {args.agent}")  # fmt: skip
+            print(made.secret)
         else:
             asyncio.run(migrate(config))
             print(f"schema up to date: {config.db_url}")

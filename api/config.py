@@ -56,6 +56,7 @@ class Config:
             ),
             retention_hours=_int(env, "SLOTWARD_RETENTION_HOURS", base.retention_hours),
             inflight_wait_ms=_int(env, "SLOTWARD_INFLIGHT_WAIT_MS", base.inflight_wait_ms),
+            key_cache_seconds=_float(env, "SLOTWARD_KEY_CACHE_SECONDS", base.key_cache_seconds),
             storm_replays=_int(env, "SLOTWARD_RETRY_STORM_REPLAYS", base.storm_replays),
             storm_window_seconds=_float(
                 env, "SLOTWARD_RETRY_STORM_WINDOW", base.storm_window_seconds

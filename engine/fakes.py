@@ -41,6 +41,7 @@ class State:
     audit: dict[str, list[AuditEntry]] = field(default_factory=dict)
     outbox: list[OutboxEvent] = field(default_factory=list)
     keys: dict[str, Principal] = field(default_factory=dict)
+    key_ids: dict[str, str] = field(default_factory=dict)  # key id -> its hash
     workflows: dict[tuple[str, str], WorkflowStats] = field(default_factory=dict)
     # (tenant, workflow_id, whole second) -> replays in it, as the workflow_replays table
     replay_seconds: dict[tuple[str, str, datetime], int] = field(default_factory=dict)
@@ -303,6 +304,11 @@ class _Keys:
 
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None:
         self._state().keys[key_hash] = principal
+        self._state().key_ids[key_id] = key_hash
+
+    def revoke(self, key_id: str, now: datetime) -> bool:
+        key_hash = self._state().key_ids.pop(key_id, None)
+        return key_hash is not None and self._state().keys.pop(key_hash, None) is not None
 
 
 class InMemoryUnitOfWork:

@@ -201,6 +201,10 @@ class ApiKeys(Protocol):
 
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None: ...
 
+    def revoke(self, key_id: str, now: datetime) -> bool:
+        """Revoke the key ``key_id``; False when no such unrevoked key exists."""
+        ...
+
 
 class UnitOfWork(Protocol):
     """One transaction. ``with uow:`` begins it; leaving without ``commit()`` rolls back."""

@@ -43,6 +43,11 @@ _HEAD_MOVE = (
 )
 _OUTBOX_ADD = insert(t.outbox)
 _TENANT_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:tenant, 0))")
+_KEY_REVOKE = (
+    update(t.api_keys)
+    .where(t.api_keys.c.id == bindparam("w_id"), t.api_keys.c.revoked_us.is_(None))
+    .values(revoked_us=bindparam("v_revoked_us"))
+)
 _KEY_FIND = select(t.api_keys).where(
     t.api_keys.c.key_hash == bindparam("key_hash"), t.api_keys.c.revoked_us.is_(None)
 )
@@ -204,6 +209,10 @@ class SqlKeys:
                 created_us=to_us(now),
             )
         )
+
+    def revoke(self, key_id: str, now: datetime) -> bool:
+        done = self._conn.execute(_KEY_REVOKE, {"w_id": key_id, "v_revoked_us": to_us(now)})
+        return done.rowcount == 1
 
 
 class SqlUnitOfWork:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
@@ -21,6 +22,7 @@ from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
 from slotward.api.params import refuse_nul
 from slotward.api.problems import problem_middleware
+from slotward.api.ratelimit import RateLimiter
 from slotward.api.storms import StormWatch
 from slotward.api.sweeper import sweep_forever
 from slotward.api.table import ROUTES
@@ -63,7 +65,11 @@ async def bootstrap(
         clock=clock,
         ids=ids,
         policy=policy,
-        keys=KeyCache(chosen, config.key_cache_seconds),
+        keys=KeyCache(
+            chosen,
+            config.key_cache_seconds,
+            RateLimiter(config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit)),
+        ),
         inflight=InFlight(config.inflight_wait_ms / 1000),
         metrics=metrics,
         storms=StormWatch(chosen, clock, ids, policy, metrics),

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from slotward.api.ratelimit import RateLimiter
 from slotward.engine.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
 from slotward.engine.model import Principal, Role
 from slotward.engine.ports import Clock, IdGenerator, Store, UnitOfWork
@@ -73,10 +74,13 @@ def revoke_key(uow: UnitOfWork, key_id: str, clock: Clock) -> None:
 class KeyCache:
     """Principals by key hash for a few seconds, so auth is not a read per call."""
 
-    def __init__(self, store: Store, ttl_seconds: float) -> None:
+    def __init__(
+        self, store: Store, ttl_seconds: float, limiter: RateLimiter | None = None
+    ) -> None:
         self._store = store
         self._ttl = ttl_seconds
         self._entries: dict[str, tuple[float, Principal | None]] = {}
+        self.limiter = limiter or RateLimiter(0, 1)
 
     async def principal(self, secret: str) -> Principal | None:
         digest = hash_key(secret)
@@ -98,7 +102,7 @@ def _find(uow: UnitOfWork, digest: str) -> Principal | None:
 async def authenticate(
     request: web.Request, cache: KeyCache, roles: Collection[Role] = ROLES
 ) -> Principal:
-    """The caller of ``request``, or 401/403."""
+    """The caller of ``request``, or 401, 429 (over its rate) or 403."""
     header = request.headers.get("Authorization", "")
     scheme, _, secret = header.partition(" ")
     if scheme.lower() != "bearer" or not secret.strip():
@@ -107,6 +111,7 @@ async def authenticate(
     if principal is None:
         raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
     request[PRINCIPAL] = principal
+    cache.limiter.admit(principal)  # 429 past the agent's rate
     require_role(principal, roles)
     return principal
 

@@ -32,6 +32,8 @@ class Config:
     retention_hours: int = 72
     key_cache_seconds: float = 10.0
     inflight_wait_ms: int = 1000
+    rate_limit: float = 0.0  # requests per second per agent and process; 0: off
+    rate_burst: int = 0  # 0: twice the rate
     storm_replays: int = 20
     storm_window_seconds: float = 60.0
     log_format: str = "json"
@@ -57,6 +59,8 @@ class Config:
             retention_hours=_int(env, "SLOTWARD_RETENTION_HOURS", base.retention_hours),
             inflight_wait_ms=_int(env, "SLOTWARD_INFLIGHT_WAIT_MS", base.inflight_wait_ms),
             key_cache_seconds=_float(env, "SLOTWARD_KEY_CACHE_SECONDS", base.key_cache_seconds),
+            rate_limit=_rate(env),
+            rate_burst=_int(env, "SLOTWARD_RATE_BURST", base.rate_burst),
             storm_replays=_int(env, "SLOTWARD_RETRY_STORM_REPLAYS", base.storm_replays),
             storm_window_seconds=_float(
                 env, "SLOTWARD_RETRY_STORM_WINDOW", base.storm_window_seconds
@@ -94,6 +98,8 @@ class Config:
                 "the sweep interval may be at most half the retry-storm window",
                 code="invalid_config",
             )
+        if self.rate_burst < 0:
+            raise InvalidRequest("the rate burst may not be negative", code="invalid_config")
         if self.storm_replays < 1:
             raise InvalidRequest(
                 "the retry-storm threshold must be at least 1", code="invalid_config"
@@ -134,6 +140,14 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
             code="invalid_config",
         )
     return value
+
+
+def _rate(env: Mapping[str, str]) -> float:
+    return (
+        0.0
+        if env.get("SLOTWARD_RATE_LIMIT") in (None, "0")
+        else _float(env, "SLOTWARD_RATE_LIMIT", 0.0)
+    )
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

@@ -12,6 +12,7 @@
     │   ├── SlotConflict          409 slot_conflict, with conflicts and alternatives
     │   ├── InProgress            409 request_in_progress, retryable
     │   └── LeaseLost             409 lease_lost: a completion without the current lease
+    ├── RateLimited               429: this agent is over its request rate, retryable
     └── Unavailable               503: the store could not be reached in time, retryable
 
 Each error carries a stable ``code`` (the contract with clients), whether the
@@ -35,6 +36,7 @@ __all__ = [
     "LeaseLost",
     "MalformedBody",
     "NotFound",
+    "RateLimited",
     "SlotConflict",
     "SlotwardError",
     "Unauthenticated",
@@ -134,6 +136,13 @@ class InProgress(Conflict):
 class LeaseLost(Conflict):
     title = "Lease lost"
     default_code = "lease_lost"
+
+
+class RateLimited(SlotwardError):
+    status = 429
+    title = "Too many requests"
+    default_code = "rate_limited"
+    default_retryable = True
 
 
 class Unavailable(SlotwardError):

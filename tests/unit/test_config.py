@@ -20,6 +20,10 @@ from slotward.engine.errors import InvalidRequest
         ("SLOTWARD_RETRY_STORM_REPLAYS", "many"),
         ("SLOTWARD_RETRY_STORM_WINDOW", "1.5"),
         ("SLOTWARD_SWEEP_INTERVAL", "31"),
+        ("SLOTWARD_RATE_LIMIT", "-1"),
+        ("SLOTWARD_RATE_LIMIT", "fast"),
+        ("SLOTWARD_RATE_BURST", "-2"),
+        ("SLOTWARD_KEY_CACHE_SECONDS", "0"),
         ("SLOTWARD_RETENTION_HOURS", "721"),
         ("SLOTWARD_RETENTION_HOURS", "0"),
     ],
@@ -39,3 +43,9 @@ def test_the_defaults_are_designs() -> None:
 
 def test_thirty_days_of_retention_is_the_most() -> None:
     assert Config.from_env({"SLOTWARD_RETENTION_HOURS": "720"}).policy().retention.days == 30
+
+
+def test_the_rate_limit_is_off_unless_set() -> None:
+    assert Config.from_env({}).rate_limit == 0
+    assert Config.from_env({"SLOTWARD_RATE_LIMIT": "0"}).rate_limit == 0
+    assert Config.from_env({"SLOTWARD_RATE_LIMIT": "2.5"}).rate_limit == 2.5

@@ -1,0 +1,72 @@
+"""A per-agent request rate limit: a token bucket per (tenant, agent), per process.
+
+Off unless configured (``SLOTWARD_RATE_LIMIT`` requests per second, with a
+burst of ``SLOTWARD_RATE_BURST``). Each server process keeps its own buckets,
+so with ``--workers N`` an agent may reach N times the rate.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from slotward.engine.errors import RateLimited
+from slotward.engine.model import Principal
+
+__all__ = ["RateLimiter"]
+
+_MAX_BUCKETS = 100_000  # past this, full (idle) buckets are dropped
+
+
+@dataclass
+class _Bucket:
+    tokens: float
+    at: float
+
+
+class RateLimiter:
+    """``admit`` raises :class:`RateLimited` (429, ``Retry-After``) past the rate."""
+
+    def __init__(
+        self, rate: float, burst: int, monotonic: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._rate = rate
+        self._burst = float(max(1, burst))
+        self._now = monotonic
+        self._buckets: dict[tuple[str, str], _Bucket] = {}
+
+    @property
+    def enabled(self) -> bool:
+        return self._rate > 0
+
+    def admit(self, principal: Principal) -> None:
+        if not self.enabled:
+            return
+        now = self._now()
+        slot = (principal.tenant, principal.agent_id)
+        bucket = self._buckets.get(slot)
+        if bucket is None:
+            if len(self._buckets) >= _MAX_BUCKETS:
+                self._forget_full(now)
+            bucket = self._buckets[slot] = _Bucket(self._burst, now)
+        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.at) * self._rate)
+        bucket.at = now
+        if bucket.tokens >= 1:
+            bucket.tokens -= 1
+            return
+        wait = math.ceil((1 - bucket.tokens) / self._rate)
+        raise RateLimited(
+            f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s;"
+            f" retry in {wait} s",
+            retry_after=wait,
+        )
+
+    def _forget_full(self, now: float) -> None:
+        full = [
+            slot for slot, b in self._buckets.items()
+            if b.tokens + (now - b.at) * self._rate >= self._burst
+        ]  # fmt: skip
+        for slot in full:
+            del self._buckets[slot]

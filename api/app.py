@@ -69,6 +69,7 @@ async def bootstrap(
             chosen,
             config.key_cache_seconds,
             RateLimiter(config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit)),
+            config.key_hasher(),
         ),
         inflight=InFlight(config.inflight_wait_ms / 1000),
         metrics=metrics,

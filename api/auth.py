@@ -1,5 +1,6 @@
-"""API keys: created once and shown once, stored as a SHA-256 hash, bound to a
-tenant, an agent, a role and a default priority; revocable by their id.
+"""API keys: created once and shown once, stored hashed (HMAC-SHA256 under a
+pepper when one is configured, else SHA-256), bound to a tenant, an agent, a
+role and a default priority; revocable by their id.
 
 Keys are 32 random bytes, so a fast hash is enough to make the stored value
 useless to a thief; a key id prefix lets an operator name a key without it.
@@ -8,6 +9,7 @@ useless to a thief; a key id prefix lets an operator name a key without it.
 from __future__ import annotations
 
 import hashlib
+import hmac
 import secrets
 import time
 from collections.abc import Collection
@@ -24,6 +26,7 @@ __all__ = [
     "PRINCIPAL",
     "ROLES",
     "KeyCache",
+    "KeyHasher",
     "NewKey",
     "authenticate",
     "create_key",
@@ -43,13 +46,41 @@ def hash_key(secret: str) -> str:
 
 
 @dataclass(frozen=True)
+class KeyHasher:
+    """How keys are stored: HMAC-SHA256 under a server-side pepper, if one is set.
+
+    With a pepper (``SLOTWARD_KEY_PEPPER``) a copy of the database alone does
+    not even let a thief test a guessed key. Keys stored before a pepper was
+    set (plain SHA-256) keep working; changing the pepper retires every key
+    made under the old one.
+    """
+
+    pepper: bytes | None = None
+
+    def stored(self, secret: str) -> str:
+        if self.pepper is None:
+            return hash_key(secret)
+        return hmac.new(self.pepper, secret.encode(), hashlib.sha256).hexdigest()
+
+    def candidates(self, secret: str) -> tuple[str, ...]:
+        """The stored forms to look for, newest first."""
+        return (self.stored(secret), hash_key(secret)) if self.pepper else (hash_key(secret),)
+
+
+@dataclass(frozen=True)
 class NewKey:
     id: str
     secret: str
     principal: Principal
 
 
-def create_key(uow: UnitOfWork, principal: Principal, clock: Clock, ids: IdGenerator) -> NewKey:
+def create_key(
+    uow: UnitOfWork,
+    principal: Principal,
+    clock: Clock,
+    ids: IdGenerator,
+    hasher: KeyHasher = KeyHasher(),  # frozen: safe to share
+) -> NewKey:
     """Store a new key for ``principal``; the secret exists only in the result."""
     if principal.role not in ROLES:
         raise InvalidRequest(f"role must be one of {', '.join(ROLES)}", code="invalid_role")
@@ -58,7 +89,7 @@ def create_key(uow: UnitOfWork, principal: Principal, clock: Clock, ids: IdGener
     key_id = ids.new_id("key")
     secret = f"sw_{secrets.token_urlsafe(32)}"
     with uow:
-        uow.keys.add(key_id, hash_key(secret), principal, clock.now())
+        uow.keys.add(key_id, hasher.stored(secret), principal, clock.now())
         uow.commit()
     return NewKey(key_id, secret, principal)
 
@@ -75,28 +106,38 @@ class KeyCache:
     """Principals by key hash for a few seconds, so auth is not a read per call."""
 
     def __init__(
-        self, store: Store, ttl_seconds: float, limiter: RateLimiter | None = None
+        self,
+        store: Store,
+        ttl_seconds: float,
+        limiter: RateLimiter | None = None,
+        hasher: KeyHasher | None = None,
     ) -> None:
         self._store = store
+        self.hasher = hasher or KeyHasher()
         self._ttl = ttl_seconds
         self._entries: dict[str, tuple[float, Principal | None]] = {}
         self.limiter = limiter or RateLimiter(0, 1)
 
     async def principal(self, secret: str) -> Principal | None:
-        digest = hash_key(secret)
+        digest = hash_key(secret)  # the cache's own key, whatever is stored
         hit = self._entries.get(digest)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        found = await self._store.read(lambda uow: _find(uow, digest))
+        candidates = self.hasher.candidates(secret)
+        found = await self._store.read(lambda uow: _find(uow, candidates))
         if len(self._entries) > 10_000:
             self._entries.clear()
         self._entries[digest] = (time.monotonic() + self._ttl, found)
         return found
 
 
-def _find(uow: UnitOfWork, digest: str) -> Principal | None:
+def _find(uow: UnitOfWork, candidates: tuple[str, ...]) -> Principal | None:
     with uow:
-        return uow.keys.find(digest)
+        for digest in candidates:
+            found = uow.keys.find(digest)
+            if found is not None:
+                return found
+        return None
 
 
 async def authenticate(

@@ -55,7 +55,9 @@ async def _new_key(config: Config, principal: Principal) -> NewKey:
     store = await open_store(config)
     try:
         return await store.write(
-            lambda uow: create_key(uow, principal, SystemClock(), TimeOrderedIds())
+            lambda uow: create_key(
+                uow, principal, SystemClock(), TimeOrderedIds(), config.key_hasher()
+            )
         )
     finally:
         await store.close()

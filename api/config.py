@@ -6,9 +6,10 @@ Nothing else in slotward reads the environment.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
+from slotward.api.auth import KeyHasher
 from slotward.engine.errors import InvalidRequest
 from slotward.engine.policy import Policy
 
@@ -34,6 +35,7 @@ class Config:
     inflight_wait_ms: int = 1000
     rate_limit: float = 0.0  # requests per second per agent and process; 0: off
     rate_burst: int = 0  # 0: twice the rate
+    key_pepper: str | None = field(default=None, repr=False)  # a secret: never printed
     storm_replays: int = 20
     storm_window_seconds: float = 60.0
     log_format: str = "json"
@@ -61,6 +63,7 @@ class Config:
             key_cache_seconds=_float(env, "SLOTWARD_KEY_CACHE_SECONDS", base.key_cache_seconds),
             rate_limit=_rate(env),
             rate_burst=_int(env, "SLOTWARD_RATE_BURST", base.rate_burst),
+            key_pepper=env.get("SLOTWARD_KEY_PEPPER") or None,
             storm_replays=_int(env, "SLOTWARD_RETRY_STORM_REPLAYS", base.storm_replays),
             storm_window_seconds=_float(
                 env, "SLOTWARD_RETRY_STORM_WINDOW", base.storm_window_seconds
@@ -82,6 +85,9 @@ class Config:
                 f"got {self.log_level!r}",
                 code="invalid_config",
             )
+
+    def key_hasher(self) -> KeyHasher:
+        return KeyHasher(None if self.key_pepper is None else self.key_pepper.encode())
 
     def policy(self) -> Policy:
         self.check_logging()  # every way in refuses a bad setting, not only `serve`

@@ -131,7 +131,9 @@ async def _demo_key(config: Config) -> str:
     store = await open_store(config)
     try:
         demo = Principal("demo", "demo-agent", "agent", 50)
-        made = await store.write(lambda uow: create_key(uow, demo, SystemClock(), TimeOrderedIds()))
+        made = await store.write(
+            lambda uow: create_key(uow, demo, SystemClock(), TimeOrderedIds(), config.key_hasher())
+        )
     finally:
         await store.close()
     return made.secret
@@ -188,7 +190,7 @@ async def _serve_one(
         if demo_key:
             demo = Principal("demo", "demo-agent", "agent", 50)
             made = await services.store.write(
-                lambda uow: create_key(uow, demo, services.clock, services.ids)
+                lambda uow: create_key(uow, demo, services.clock, services.ids, config.key_hasher())
             )
             print(f"API key (tenant demo, agent demo-agent): {made.secret}")
         sys.stdout.flush()

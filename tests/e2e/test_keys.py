@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import hmac
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from slotward.api.auth import revoke_key
-from tests.e2e.conftest import HOLD_BODY, Server
+from slotward.api.auth import KeyHasher, create_key, revoke_key
+from slotward.engine.model import Principal
+from tests.e2e.conftest import HOLD_BODY, Client, Server
 from tests.e2e.test_cli import _run
 
 CACHE_SECONDS = 0.05
@@ -50,3 +53,36 @@ def test_the_cli_creates_revokes_and_refuses_an_unknown_id(tmp_path: Path) -> No
     assert again.returncode == 2
     assert "key_not_found" in again.stderr
     assert _run(db, "keys", "revoke", "key_nope").returncode == 2
+
+
+PEPPER = "p3pper-for-tests"
+
+
+@pytest.mark.parametrize("config_overrides", [{"key_pepper": PEPPER}])
+async def test_with_a_pepper_keys_are_stored_as_hmacs_and_old_keys_still_work(
+    server: Server, config_overrides: dict[str, Any]
+) -> None:
+    legacy = await server.key(agent="old")  # made before the pepper: plain SHA-256
+    hasher = KeyHasher(PEPPER.encode())
+    made = await server.services.store.write(
+        lambda uow: create_key(
+            uow, Principal("acme", "new", "agent", 50), server.clock, server.services.ids, hasher
+        )
+    )
+    stored = server.sql("SELECT key_hash FROM api_keys WHERE id = ?", made.id)[0][0]
+    assert stored == hmac.new(PEPPER.encode(), made.secret.encode(), hashlib.sha256).hexdigest()
+    assert stored != hashlib.sha256(made.secret.encode()).hexdigest()
+    peppered = Client(server.session, server.base, made.secret)
+    assert (await peppered.get("/v1/holds")).status == 200
+    assert (await legacy.get("/v1/holds")).status == 200
+
+
+async def test_a_key_made_under_another_pepper_is_refused(server: Server) -> None:
+    other = KeyHasher(b"another pepper")
+    made = await server.services.store.write(
+        lambda uow: create_key(
+            uow, Principal("acme", "x", "agent", 50), server.clock, server.services.ids, other
+        )
+    )
+    answer = await Client(server.session, server.base, made.secret).get("/v1/holds")
+    assert answer.status == 401

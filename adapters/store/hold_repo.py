@@ -20,7 +20,7 @@ from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, to_us
 from slotward.engine.model import Hold, HoldStatus
 
-__all__ = ["SqlHolds"]
+__all__ = ["SqlHolds", "hold_from_row"]
 
 _ACTIVE = (HoldStatus.HELD.value, HoldStatus.COMMITTED.value)
 _h = t.holds.c
@@ -89,7 +89,7 @@ _SET_ACTIVE = (
 )
 
 
-def _hold(row: Row[Any]) -> Hold:
+def hold_from_row(row: Row[Any]) -> Hold:
     m = row._mapping
     return Hold(
         id=m["id"],
@@ -122,7 +122,7 @@ class SqlHolds:
 
     def get(self, tenant: str, hold_id: str) -> Hold | None:
         row = self._conn.execute(_GET, {"id": hold_id, "tenant": tenant}).first()
-        return None if row is None else _hold(row)
+        return None if row is None else hold_from_row(row)
 
     def find_live_intent(
         self, tenant: str, workflow_id: str, intent_fp: str, now: datetime
@@ -134,7 +134,7 @@ class SqlHolds:
             "now": to_us(now),
         }
         row = self._conn.execute(_LIVE_INTENT, params).first()
-        return None if row is None else _hold(row)
+        return None if row is None else hold_from_row(row)
 
     def blocking(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
@@ -143,7 +143,7 @@ class SqlHolds:
         if not ids:
             return []
         rows = self._conn.execute(_BY_IDS, {"ids": ids, "now": to_us(now)})
-        return [_hold(r) for r in rows]
+        return [hold_from_row(r) for r in rows]
 
     def stale(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
@@ -152,7 +152,7 @@ class SqlHolds:
         if not ids:
             return []
         rows = self._conn.execute(_STALE, {"ids": ids, "now": to_us(now)})
-        return [_hold(r) for r in rows]
+        return [hold_from_row(r) for r in rows]
 
     def _overlapping(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime
@@ -195,7 +195,7 @@ class SqlHolds:
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
         rows = self._conn.execute(_DUE, {"now": to_us(now), "limit": limit})
-        return [_hold(r) for r in rows]
+        return [hold_from_row(r) for r in rows]
 
     def search(
         self,
@@ -217,7 +217,7 @@ class SqlHolds:
             q = q.where(exists().where(_ha.hold_id == _h.id, _ha.attendee == attendee))
         if statuses is not None:
             q = q.where(_status_clause(statuses, to_us(now)))
-        return [_hold(r) for r in self._conn.execute(q)]
+        return [hold_from_row(r) for r in self._conn.execute(q)]
 
 
 def _status_clause(statuses: Collection[HoldStatus], now_us: int) -> Any:

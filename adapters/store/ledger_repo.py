@@ -12,7 +12,7 @@ from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, to_us
 from slotward.engine.model import LedgerRecord
 
-__all__ = ["SqlLedger"]
+__all__ = ["SqlLedger", "record_from_row"]
 
 _l = t.ledger.c
 # Built once (see hold_repo.py for why): the hot path only binds parameters.
@@ -62,7 +62,7 @@ _PURGE = delete(t.ledger).where(
 )
 
 
-def _record(row: Row[Any]) -> LedgerRecord:
+def record_from_row(row: Row[Any]) -> LedgerRecord:
     m = row._mapping
     return LedgerRecord(
         tenant=m["tenant"],
@@ -94,12 +94,12 @@ class SqlLedger:
 
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
         row = self._conn.execute(_GET, {"tenant": tenant, "key": key}).first()
-        return None if row is None else _record(row)
+        return None if row is None else record_from_row(row)
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         params = {"tenant": tenant, "fingerprint": fingerprint}
         row = self._conn.execute(_BY_FINGERPRINT, params).first()
-        return None if row is None else _record(row)
+        return None if row is None else record_from_row(row)
 
     def add(self, record: LedgerRecord) -> None:
         self._conn.execute(
@@ -146,7 +146,7 @@ class SqlLedger:
 
     def for_workflow(self, tenant: str, workflow_id: str, limit: int) -> list[LedgerRecord]:
         params = {"tenant": tenant, "workflow_id": workflow_id, "limit": limit}
-        return [_record(row) for row in self._conn.execute(_FOR_WORKFLOW, params)]
+        return [record_from_row(row) for row in self._conn.execute(_FOR_WORKFLOW, params)]
 
     def purgeable_tenant(self, now: datetime) -> str | None:
         row = self._conn.execute(_PURGEABLE, {"now": to_us(now)}).first()

@@ -6,7 +6,9 @@ clients claim 20 slots with mixed priorities, and a third of them retry with
 the same call reworded. Afterwards the database must show: no two live or
 committed holds of an attendee overlap, one hold per intent, every duplicate
 answered from the ledger, preemption only by a strictly higher priority, and
-an audit chain that verifies. The generic ledger gets the same treatment: one
+an audit chain that verifies; every call is recorded and the history checker
+(``slotward.engine.history``) holds the answers against the final database,
+with the ad-hoc SQL checks kept as a second opinion. The generic ledger gets the same treatment: one
 lease per key, one takeover per expired lease, the old token fenced.
 """
 
@@ -24,7 +26,7 @@ import time
 import urllib.request
 from collections import defaultdict
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -35,8 +37,10 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.postgres import PostgresStore
+from slotward.adapters.store.snapshot import load_snapshot
 from slotward.api.auth import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.history import Call, Op, check
 from slotward.engine.model import Principal
 from tests.conftest import TEMPLATE
 from tests.e2e.conftest import overlaps_query
@@ -132,15 +136,31 @@ def _claims(rng: random.Random) -> list[tuple[int, dict[str, Any], dict[str, Any
     return out
 
 
-async def _post(session: aiohttp.ClientSession, url: str, key: str, body: Any) -> dict[str, Any]:
+async def _post(
+    session: aiohttp.ClientSession,
+    url: str,
+    key: str,
+    body: Any,
+    history: tuple[list[Call], Op, int, str | None] | None = None,
+) -> dict[str, Any]:
+    """POST ``body``; with ``history`` (calls, op, agent index, path target), record the call."""
     headers = {"Authorization": f"Bearer {key}"}
+    invoked = time.time()
     async with session.post(url, data=json.dumps(body), headers=headers) as resp:
-        return {
+        raw = await resp.read()
+        answer = {
             "status": resp.status,
-            "body": await resp.read(),
+            "body": raw,
             "replayed": resp.headers.get("Idempotent-Replayed"),
             "key": resp.headers.get("Idempotency-Key"),
         }
+        if history is not None:
+            calls, op, agent, target = history
+            calls.append(
+                Call(op, "race", f"agent-{agent}", body, resp.status, raw,
+                     dict(resp.headers), target, None, invoked, time.time())
+            )  # fmt: skip
+        return answer
 
 
 async def test_four_processes_keep_every_promise(cluster: tuple[str, str]) -> None:
@@ -153,12 +173,16 @@ async def test_four_processes_keep_every_promise(cluster: tuple[str, str]) -> No
     calls += [(i, a, again) for i, (a, _, again) in enumerate(plan) if i % 3 == 0]
     calls += [(i, a, call) for i, (a, call, _) in enumerate(plan) if i % 5 == 0]
     rng.shuffle(calls)
+    history: list[Call] = []
     connector = aiohttp.TCPConnector(force_close=True, limit=CLIENTS)
     async with aiohttp.ClientSession(connector=connector) as session:
         answers = await asyncio.gather(
-            *(_post(session, f"{base}/v1/holds", keys[a], body) for _, a, body in calls)
+            *(
+                _post(session, f"{base}/v1/holds", keys[a], body, (history, "create", a, None))
+                for _, a, body in calls
+            )
         )
-        await _commit_and_release_the_winners(session, base, keys, calls, answers)
+        await _commit_and_release_the_winners(session, base, keys, calls, answers, history)
         verify_answer = await _post_get(session, f"{base}/v1/audit/verify", keys[0])
         health = [await _post_get(session, f"{base}/healthz", keys[0]) for _ in range(40)]
     assert len({h["process"] for h in health}) > 1  # the port really is shared
@@ -172,6 +196,8 @@ async def test_four_processes_keep_every_promise(cluster: tuple[str, str]) -> No
         assert sum(a["replayed"] == "false" for a in wins) <= 1
         assert len({a["key"] for a in answers_of_one}) == 1  # one key per intent
     _check_database(url)
+    assert len(history) > len(calls)  # the creates, commits and releases, all recorded
+    assert check(history, load_snapshot(url), datetime.now(UTC)) == []
     assert verify_answer["ok"] is True
     assert verify_answer["count"] > 0
 
@@ -182,6 +208,7 @@ async def _commit_and_release_the_winners(
     keys: list[str],
     calls: list[tuple[int, int, dict[str, Any]]],
     answers: list[dict[str, Any]],
+    history: list[Call],
 ) -> None:
     """Each winner commits twice at once (two processes, likely) and every third
     releases twice at once: one transition and one event each, whatever races."""
@@ -191,14 +218,26 @@ async def _commit_and_release_the_winners(
         if ans["status"] == 201 and ans["replayed"] == "false"
     ]
     commits = [
-        _post(session, f"{base}/v1/holds/{h['id']}/commit", keys[a], {"token": h["token"]})
+        _post(
+            session,
+            f"{base}/v1/holds/{h['id']}/commit",
+            keys[a],
+            {"token": h["token"]},
+            (history, "commit", a, h["id"]),
+        )
         for a, h in fresh
         for _ in range(2)
     ]
     for done in await asyncio.gather(*commits):
         assert done["status"] in (200, 409), done  # 409: preempted before its commit
     releases = [
-        _post(session, f"{base}/v1/holds/{h['id']}/release", keys[a], {})
+        _post(
+            session,
+            f"{base}/v1/holds/{h['id']}/release",
+            keys[a],
+            {},
+            (history, "release", a, h["id"]),
+        )
         for a, h in fresh[::3]
         for _ in range(2)
     ]

@@ -1,0 +1,342 @@
+"""The history checker: a consistent history passes, and each broken promise is named.
+
+``World`` is a small correct history built by hand: a hold created (and
+replayed) then committed, a hold preempted by a higher priority, a released
+hold, and an execution acquired, completed and replayed. Each test mutates it
+in one way and asserts that exactly the rule it breaks reports it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from slotward.engine.audit import next_entry
+from slotward.engine.documents import encode, hold_document
+from slotward.engine.history import (
+    Call,
+    Snapshot,
+    Violation,
+    acknowledged_writes_present,
+    check,
+    commits_with_current_token,
+    no_overlap,
+    one_effect_per_key,
+    preemption_by_higher_priority,
+    replays_identical,
+)
+from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord
+
+NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
+T0 = NOW.timestamp() - 60
+SLOT = datetime(2030, 10, 2, 10, 0, tzinfo=UTC)
+
+
+def _hold(hold_id: str, room: str, priority: int = 50, **changes: Any) -> Hold:
+    base = Hold(
+        id=hold_id, key=f"client:k-{hold_id}", tenant="acme", workflow_id=f"wf-{hold_id}",
+        agent_id="agent-a", attendees=(room,), start=SLOT, end=SLOT + timedelta(minutes=30),
+        title="t", description=None, priority=priority, status=HoldStatus.HELD,
+        expires_at=NOW + timedelta(minutes=5), token=1, intent_fp=f"fp-{hold_id}",
+        created_at=NOW - timedelta(minutes=1), updated_at=NOW - timedelta(minutes=1),
+        audit_seq=1,
+    )  # fmt: skip
+    return replace(base, **changes)
+
+
+def _answer(status: int | None, body: bytes, key: str, *, replayed: bool = False) -> dict[str, Any]:
+    headers = {"Idempotency-Key": key, "Idempotent-Replayed": "true" if replayed else "false"}
+    return {"status": status, "body": body, "headers": headers if status else {}}
+
+
+@dataclass
+class World:
+    calls: list[Call] = field(default_factory=list)
+    holds: dict[str, Hold] = field(default_factory=dict)
+    ledger: list[LedgerRecord] = field(default_factory=list)
+    audit: list[AuditEntry] = field(default_factory=list)
+    clock: float = T0
+
+    def call(self, op: Any, request: dict[str, Any], answer: dict[str, Any], **kw: Any) -> Call:
+        self.clock += 1
+        made = Call(op, "acme", "agent-a", request, invoked_at=self.clock,
+                    completed_at=self.clock + 0.5, **answer, **kw)  # fmt: skip
+        self.calls.append(made)
+        return made
+
+    def record(self, key: str, status: int, body: bytes, **kw: Any) -> None:
+        self.ledger.append(LedgerRecord("acme", key, key, "succeeded", status, body, NOW,
+                                        NOW + timedelta(hours=72), **kw))  # fmt: skip
+
+    def create(self, hold: Hold, *, replays: int = 0) -> bytes:
+        body = encode(hold_document(replace(hold, status=HoldStatus.HELD, token=1), NOW))
+        public = hold.key.removeprefix("client:")
+        for n in range(replays + 1):
+            self.call("create", {"workflow_id": hold.workflow_id},
+                      _answer(201, body, public, replayed=n > 0))  # fmt: skip
+        self.record(hold.key, 201, body, hold_id=hold.id)
+        head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, "0" * 64)
+        self.audit.append(next_entry(head, tenant="acme", at=NOW, actor="agent-a",
+                                     action="hold.create", key=hold.key, hold_id=hold.id,
+                                     outcome="fresh"))  # fmt: skip
+        self.holds[hold.id] = hold
+        return body
+
+    def act(self, op: Any, hold: Hold, token: int | None = None) -> None:
+        body = encode(hold_document(hold, NOW))
+        key = f"idem_{op}_{hold.id}"
+        self.call(op, {} if token is None else {"token": token}, _answer(200, body, key),
+                  target=hold.id)  # fmt: skip
+        self.record(key, 200, body, hold_id=hold.id)
+
+    def snapshot(self) -> Snapshot:
+        return Snapshot(tuple(self.holds.values()), tuple(self.ledger), tuple(self.audit))
+
+
+def _world() -> World:
+    w = World()
+    a = _hold("a", "room-1")
+    w.create(a, replays=2)
+    w.act("commit", replace(a, status=HoldStatus.COMMITTED, token=2, committed_at=NOW), token=1)
+    w.holds["a"] = replace(a, status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    w.create(_hold("b", "room-2", priority=10))
+    w.create(_hold("c", "room-2", priority=90))
+    w.holds["b"] = replace(w.holds["b"], status=HoldStatus.PREEMPTED, token=2, preempted_by="c")
+    d = _hold("d", "room-3")
+    w.create(d)
+    w.holds["d"] = replace(d, status=HoldStatus.RELEASED, token=2)
+    w.act("release", w.holds["d"])
+    lease = encode({"key": "job", "state": "acquired", "lease_token": "lease_1",
+                    "lease_expires_at": "2030-10-01T09:00:30Z"})  # fmt: skip
+    w.call("acquire", {"tool": "send"}, _answer(201, lease, "job"))
+    done = encode({"key": "job", "state": "succeeded", "result": {"id": 1}})
+    outcome = {"lease_token": "lease_1", "outcome": "succeeded", "result": {"id": 1}}
+    w.call("complete", outcome, _answer(200, done, "job"), target="job")
+    w.call("acquire", {"tool": "send"}, _answer(200, done, "job", replayed=True))
+    w.record("client:job", 200, done, kind="execution")
+    return w
+
+
+RULES = [
+    one_effect_per_key,
+    no_overlap,
+    preemption_by_higher_priority,
+    commits_with_current_token,
+    acknowledged_writes_present,
+    replays_identical,
+]
+
+
+def _only(rule: str, violations: list[Violation]) -> Violation:
+    assert [v.rule for v in violations] == [rule], violations
+    return violations[0]
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.__name__)
+def test_a_consistent_history_breaks_no_rule(rule: Any) -> None:
+    w = _world()
+    assert rule(w.calls, w.snapshot(), NOW) == []
+
+
+def test_check_runs_every_rule() -> None:
+    w = _world()
+    assert check(w.calls, w.snapshot(), NOW) == []
+    del w.holds["d"]
+    assert {v.rule for v in check(w.calls, w.snapshot(), NOW)} >= {"acknowledged_writes_present"}
+
+
+def test_a_key_naming_two_holds_is_a_duplicate_effect() -> None:
+    w = _world()
+    other = replace(w.holds["a"], id="a2", status=HoldStatus.RELEASED)
+    w.holds["a2"] = other
+    found = _only("one_effect_per_key", one_effect_per_key(w.calls, w.snapshot(), NOW))
+    assert set(found.ids) == {"client:k-a", "a", "a2"}
+
+
+def test_two_fresh_answers_for_one_key_are_a_duplicate_effect() -> None:
+    w = _world()
+    first = w.calls[0]
+    w.calls.append(replace(first, body=first.body.replace(b'"a"', b'"a9"')))
+    violations = one_effect_per_key(w.calls, w.snapshot(), NOW)
+    assert {v.rule for v in violations} == {"one_effect_per_key"}
+    assert any("a9" in v.ids for v in violations)
+    assert any("twice" in v.detail for v in violations)
+
+
+def test_one_live_hold_per_intent() -> None:
+    w = _world()
+    w.holds["c2"] = replace(w.holds["c"], id="c2", key="client:k-c2", attendees=("room-9",))
+    found = _only("one_effect_per_key", one_effect_per_key(w.calls, w.snapshot(), NOW))
+    assert set(found.ids) == {"c", "c2"}
+    # once the second one has expired (as readers see it) it no longer counts
+    w.holds["c2"] = replace(w.holds["c2"], expires_at=NOW)
+    assert one_effect_per_key(w.calls, w.snapshot(), NOW) == []
+
+
+def _lease_call(token: str, expires: str, status: int = 201) -> Call:
+    body = encode({"key": "job2", "state": "acquired", "lease_token": token,
+                   "lease_expires_at": expires})  # fmt: skip
+    return Call("acquire", "acme", "agent-a", {"lease_seconds": 30}, status, body,
+                {"Idempotency-Key": "job2", "Idempotent-Replayed": "false"},
+                invoked_at=T0, completed_at=T0 + 1)  # fmt: skip
+
+
+def test_two_leases_at_once_are_a_duplicate_effect_but_a_takeover_is_not() -> None:
+    first = _lease_call("lease_1", "2030-10-01T09:00:30Z")
+    takeover = _lease_call("lease_2", "2030-10-01T09:01:00Z")  # granted at 09:00:30
+    early = _lease_call("lease_3", "2030-10-01T09:00:50Z")  # granted at 09:00:20
+    snap = Snapshot(ledger=(LedgerRecord("acme", "client:job2", "f", "executing", 0, b"",
+                                         NOW, NOW, kind="execution"),))  # fmt: skip
+    assert one_effect_per_key([first, takeover], snap, NOW) == []
+    found = _only("one_effect_per_key", one_effect_per_key([takeover, early], snap, NOW))
+    assert found.ids == ("job2", "lease_3", "lease_2")
+    freed = Call("complete", "acme", "agent-a",
+                 {"lease_token": "lease_1", "outcome": "failed_retryable"}, None,
+                 target="job2", invoked_at=T0)  # fmt: skip
+    assert one_effect_per_key([first, early, freed], snap, NOW) == []
+
+
+def test_overlapping_committed_holds_are_reported() -> None:
+    w = _world()
+    late = SLOT + timedelta(minutes=15)
+    w.holds["e"] = _hold("e", "room-1", status=HoldStatus.COMMITTED, start=late,
+                         end=late + timedelta(hours=1))  # fmt: skip
+    found = _only("no_overlap", no_overlap(w.calls, w.snapshot(), NOW))
+    assert found.ids == ("room-1", "a", "e")
+    w.holds["e"] = replace(w.holds["e"], start=SLOT + timedelta(minutes=30))  # touching is fine
+    assert no_overlap(w.calls, w.snapshot(), NOW) == []
+
+
+def test_an_expired_hold_does_not_overlap() -> None:
+    w = _world()
+    w.holds["e"] = _hold("e", "room-1", expires_at=NOW)  # held in storage, expired to readers
+    assert no_overlap(w.calls, w.snapshot(), NOW) == []
+    assert no_overlap(w.calls, w.snapshot(), NOW - timedelta(seconds=1)) != []
+
+
+def test_preemption_by_a_lower_or_equal_priority_is_reported() -> None:
+    w = _world()
+    w.holds["c"] = replace(w.holds["c"], priority=10)
+    found = _only("preemption_by_higher_priority",
+                  preemption_by_higher_priority(w.calls, w.snapshot(), NOW))  # fmt: skip
+    assert found.ids == ("b", "c")
+    w.holds["b"] = replace(w.holds["b"], preempted_by="nobody")
+    assert len(preemption_by_higher_priority(w.calls, w.snapshot(), NOW)) == 1
+
+
+def test_a_commit_that_skips_a_token_is_reported() -> None:
+    w = _world()
+    commit = next(c for c in w.calls if c.op == "commit")
+    w.calls[w.calls.index(commit)] = replace(commit, request={"token": 0})
+    found = _only(
+        "commits_with_current_token", commits_with_current_token(w.calls, w.snapshot(), NOW)
+    )
+    assert found.ids == ("a",)
+
+
+def test_a_committed_hold_without_its_commit_is_reported_unless_the_commit_went_unanswered() -> (
+    None
+):
+    w = _world()
+    w.holds["e"] = _hold("e", "room-5", status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    found = _only(
+        "commits_with_current_token", commits_with_current_token(w.calls, w.snapshot(), NOW)
+    )
+    assert found.ids == ("e",)
+    w.call("commit", {"token": 1}, {"status": None}, target="e")
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def test_a_committed_hold_whose_token_moved_without_a_call_is_reported() -> None:
+    w = _world()
+    w.holds["a"] = replace(w.holds["a"], token=5)
+    _only("commits_with_current_token", commits_with_current_token(w.calls, w.snapshot(), NOW))
+
+
+def test_a_missing_acknowledged_hold_is_reported() -> None:
+    w = _world()
+    del w.holds["c"]
+    violations = acknowledged_writes_present(w.calls, w.snapshot(), NOW)
+    assert {v.rule for v in violations} == {"acknowledged_writes_present"}
+    assert all("c" in v.ids for v in violations)
+
+
+def _set_status(w: World, hold_id: str, status: HoldStatus) -> None:
+    w.holds[hold_id] = replace(w.holds[hold_id], status=status)
+
+
+@pytest.mark.parametrize(
+    ("what", "change"),
+    [
+        ("committed hold reverted", lambda w: _set_status(w, "a", HoldStatus.HELD)),
+        ("released hold revived", lambda w: _set_status(w, "d", HoldStatus.HELD)),
+        ("create record lost", lambda w: w.ledger.pop(0)),
+        ("create not audited", lambda w: w.audit.pop(0)),
+    ],
+)  # fmt: skip
+def test_a_lost_acknowledged_write_is_reported(what: str, change: Any) -> None:
+    w = _world()
+    change(w)
+    _only("acknowledged_writes_present", acknowledged_writes_present(w.calls, w.snapshot(), NOW))
+
+
+def test_a_committed_hold_released_later_is_fine() -> None:
+    w = _world()
+    a = replace(w.holds["a"], status=HoldStatus.RELEASED, token=3)
+    w.holds["a"] = a
+    w.act("release", a)
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def test_a_lease_freed_by_a_retryable_failure_needs_no_record() -> None:
+    w = _world()
+    w.ledger.pop()  # the execution's record
+    w.calls = [c for c in w.calls if c.op != "complete" and (c.op, c.status) != ("acquire", 200)]
+    _only("acknowledged_writes_present", acknowledged_writes_present(w.calls, w.snapshot(), NOW))
+    w.call("complete", {"lease_token": "lease_1", "outcome": "failed_retryable"}, {"status": None},
+           target="job")  # fmt: skip
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def test_a_lost_completion_is_reported() -> None:
+    w = _world()
+    w.ledger.pop()
+    violations = acknowledged_writes_present(w.calls, w.snapshot(), NOW)
+    assert {(v.rule, v.detail) for v in violations} == {
+        ("acknowledged_writes_present", "the lease on key job has no record"),
+        ("acknowledged_writes_present", "the completion of key job is not stored as answered"),
+    }
+
+
+def test_a_changed_replay_body_is_reported() -> None:
+    w = _world()
+    replay = w.calls[1]
+    w.calls[1] = replace(replay, body=replay.body.replace(b'"title":"t"', b'"title":"T"'))
+    found = _only("replays_identical", replays_identical(w.calls, w.snapshot(), NOW))
+    assert found.ids == ("k-a",)
+
+
+def test_a_changed_completion_replay_is_reported_but_leases_may_differ() -> None:
+    w = _world()
+    last = w.calls[-1]
+    w.calls[-1] = replace(last, body=last.body.replace(b'"id":1', b'"id":2'))
+    _only("replays_identical", replays_identical(w.calls, w.snapshot(), NOW))
+
+
+def test_indeterminate_calls_never_blame() -> None:
+    w = _world()
+    w.call("create", {"workflow_id": "wf-z"}, {"status": None})
+    w.call("commit", {"token": 1}, {"status": None}, target="nothing")
+    w.call("release", {}, {"status": None}, target="b")
+    w.call("acquire", {"tool": "send"}, {"status": None})
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def test_errors_are_not_acknowledgements() -> None:
+    w = _world()
+    w.call("create", {"workflow_id": "wf-z"}, _answer(409, b'{"type":"slot_conflict"}', "k-z"))
+    w.call("commit", {"token": 1}, _answer(409, b"{}", "idem_commit_b"), target="b")
+    assert check(w.calls, w.snapshot(), NOW) == []

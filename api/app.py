@@ -20,9 +20,10 @@ from slotward.api.jsonbody import MAX_BODY_BYTES
 from slotward.api.metrics import Metrics
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
-from slotward.api.params import refuse_nul
+from slotward.api.params import QUERY_NAMES, check_query, refuse_nul
 from slotward.api.problems import problem_middleware
 from slotward.api.ratelimit import RateLimiter
+from slotward.api.routes import Handler, Route
 from slotward.api.storms import StormWatch
 from slotward.api.sweeper import sweep_forever
 from slotward.api.table import ROUTES
@@ -87,9 +88,26 @@ def build_app(services: Services, config: Config, *, sweep: bool = True) -> web.
     app[SERVICES] = services
     app[OPENAPI] = json.dumps(build_openapi(ROUTES), separators=(",", ":")).encode()
     for route in ROUTES:
-        app.router.add_route(route.method, route.path, route.handler)
+        app.router.add_route(route.method, route.path, _strict_query(route))
     app.cleanup_ctx.append(_lifetime(services, config.sweep_interval_seconds if sweep else None))
     return app
+
+
+def _strict_query(route: Route) -> Handler:
+    """The route's handler, refusing query parameters the route does not declare.
+
+    Behind authentication where the route has it (``authenticate`` checks, so a
+    caller without a key hears 401 first); at once where it has none.
+    """
+    allowed = frozenset(p.name for p in route.params if p.where == "query")
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        request[QUERY_NAMES] = allowed
+        if not route.auth:
+            check_query(request)
+        return await route.handler(request)
+
+    return handler
 
 
 def _lifetime(

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from slotward.api.params import check_query
 from slotward.api.ratelimit import RateLimiter
 from slotward.engine.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
 from slotward.engine.model import Principal, Role
@@ -154,6 +155,7 @@ async def authenticate(
     request[PRINCIPAL] = principal
     cache.limiter.admit(principal)  # 429 past the agent's rate
     require_role(principal, roles)
+    check_query(request)  # 422 for a query parameter the route does not take
     return principal
 
 

@@ -7,7 +7,7 @@ from aiohttp.typedefs import Handler
 
 from slotward.engine.errors import ValidationFailed
 
-__all__ = ["query_int", "refuse_nul", "required"]
+__all__ = ["QUERY_NAMES", "check_query", "query_int", "refuse_nul", "required"]
 
 _MAX_DIGITS = 15  # below 2**53: every accepted value is an exact I-JSON integer
 
@@ -36,6 +36,26 @@ async def refuse_nul(request: web.Request, handler: Handler) -> web.StreamRespon
             raise ValidationFailed(f"query parameter {name!r} contains a NUL character",
                                    code="invalid_field", extra={"field": name})  # fmt: skip
     return await handler(request)
+
+
+# The query parameters the matched route takes (set by the app for each route).
+QUERY_NAMES = web.RequestKey("slotward.query_names", frozenset)
+
+
+def check_query(request: web.Request) -> None:
+    """Refuse query parameters the route does not declare (422 ``unknown_field``).
+
+    As unknown body fields are refused: a misspelt filter (``?workflow=``)
+    silently ignored would answer a different question than the one asked.
+    """
+    allowed: frozenset[str] = request.get(QUERY_NAMES, frozenset())
+    unknown = sorted(set(request.query) - allowed)
+    if unknown:
+        raise ValidationFailed(
+            f"unknown query parameter {unknown[0]!r}",
+            code="unknown_field",
+            extra={"field": unknown[0], "allowed": sorted(allowed)},
+        )
 
 
 def query_int(request: web.Request, name: str, low: int, high: int) -> int | None:

@@ -9,7 +9,7 @@ from aiohttp import web
 
 from slotward.api.shapes import Field, Shape
 
-__all__ = ["Param", "Route"]
+__all__ = ["Handler", "Param", "Route"]
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

@@ -687,3 +687,14 @@ async def test_wrong_method_is_a_405_problem_with_allow(
     assert answer.headers.get("Allow")
     assert method not in answer.headers["Allow"].split(",")
     assert snapshot(server) == before
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/holds?workflow=wf-1", "/v1/audit?limits=5", "/v1/executions/k?verbose=1"]
+)
+async def test_unknown_query_parameters_are_refused(server: Server, path: str) -> None:
+    agent = await server.key()
+    answer = await agent.get(path)
+    assert answer.status == 422
+    assert answer.json["code"] == "unknown_field"
+    assert answer.json["field"] == path.split("?")[1].split("=")[0]

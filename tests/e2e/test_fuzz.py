@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,7 @@ from typing import Any
 import hypothesis
 import pytest
 import schemathesis
+from hypothesis import strategies as st
 from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
@@ -69,7 +71,7 @@ def _serve(url: str, log: Path) -> tuple[subprocess.Popen[bytes], str, str]:
 @pytest.fixture(scope="module", params=["sqlite", "postgres"])
 def live(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[OpenApiSchema, str]]:
+) -> Iterator[tuple[OpenApiSchema, str, str]]:
     """One server per store for the module: the fuzzer's writes pile up, as in life."""
     tmp_path = tmp_path_factory.mktemp(f"fuzz-{request.param}")
     if request.param == "sqlite":
@@ -81,7 +83,7 @@ def live(
     proc, base, key = _serve(url, log)
     try:
         schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
-        yield schema, key
+        yield schema, key, base
     finally:
         proc.terminate()
         proc.wait(timeout=60)
@@ -99,9 +101,9 @@ CASES = [
     ("route", "mode"), CASES, ids=[f"{r.method} {r.path} {m.value}" for r, m in CASES]
 )
 def test_every_operation_conforms_and_never_fails(
-    live: tuple[OpenApiSchema, str], route: Route, mode: GenerationMode
+    live: tuple[OpenApiSchema, str, str], route: Route, mode: GenerationMode
 ) -> None:
-    schema, key = live
+    schema, key, _ = live
     operation = schema[route.path][route.method]
     headers = {"Authorization": f"Bearer {key}"}
 
@@ -117,3 +119,51 @@ def test_every_operation_conforms_and_never_fails(
         case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
 
     call()
+
+
+def _nested(depth: int) -> bytes:
+    return b'{"a":' * depth + b"1" + b"}" * depth
+
+
+# Raw bodies a broken client or a hostile one sends: not JSON, invalid UTF-8,
+# deep nesting, huge or non-finite numbers, duplicate keys, NUL, big bodies.
+RAW_BODIES = st.one_of(
+    st.binary(max_size=300),
+    st.text(max_size=200).map(str.encode),
+    st.integers(min_value=1, max_value=5000).map(_nested),
+    st.integers(min_value=60, max_value=400).map(lambda n: b'{"step": 1' + b"0" * n + b"}"),
+    st.sampled_from([b'{"step": NaN}', b'{"step": 1e999}', b'{"a": 1, "a": 2}',
+                     b'{"workflow_id": "\\u0000"}', b"\xff\xfe{}", b"[" * 100000]),
+    st.integers(min_value=60, max_value=80).map(lambda k: b'"' + b"x" * (k * 1024) + b'"'),
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ["/v1/holds", "/v1/executions", "/v1/tool-calls"])
+def test_raw_bodies_never_fail_the_server(live: tuple[OpenApiSchema, str, str], path: str) -> None:
+    _, key, base = live
+
+    @hypothesis.settings(
+        max_examples=EXAMPLES * 2,
+        derandomize=True,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(hypothesis.HealthCheck),
+    )
+    @hypothesis.given(body=RAW_BODIES)
+    def post(body: bytes) -> None:
+        request = urllib.request.Request(
+            base + path,
+            data=body,
+            method="POST",
+            headers={"Authorization": f"Bearer {key}", "Content-Type": "application/json"},
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=30) as resp:
+                status, content_type = resp.status, resp.headers["Content-Type"]
+        except urllib.error.HTTPError as err:
+            status, content_type = err.code, err.headers["Content-Type"]
+        assert status < 500
+        if status >= 400:
+            assert content_type.startswith("application/problem+json")
+
+    post()

@@ -22,6 +22,7 @@ is a :class:`~slotward.engine.errors.MalformedBody` or
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import re
@@ -30,11 +31,12 @@ from typing import NoReturn
 
 from aiohttp import StreamReader, web
 
-from slotward.engine.errors import BodyTooLarge, MalformedBody
+from slotward.engine.errors import BodyTooLarge, MalformedBody, RequestTimeout
 
-__all__ = ["MAX_BODY_BYTES", "decode_json", "read_json"]
+__all__ = ["BODY_SECONDS", "MAX_BODY_BYTES", "decode_json", "read_json"]
 
 MAX_BODY_BYTES = 64 * 1024
+BODY_SECONDS = 10.0  # the whole body must arrive within this (a slow client is refused)
 """Default limit on the size of a request body, in bytes."""
 
 # I-JSON: integers beyond this cannot be represented exactly in an IEEE 754
@@ -86,14 +88,24 @@ async def read_json(
     ``curl -d`` sends a form type and is welcome. With ``allow_empty`` an empty
     body (zero bytes) reads as ``{}``.
 
+    A body must arrive within ``BODY_SECONDS``: a client trickling it in (or
+    declaring more than it sends) does not hold a connection and a handler.
+
     Raises:
         BodyTooLarge: the body is longer than ``max_bytes``.
+        RequestTimeout: the body took longer than ``BODY_SECONDS`` (408).
         MalformedBody: as :func:`decode_json`.
     """
     declared = request.content_length
     if declared is not None and declared > max_bytes:
         _too_large(f"Content-Length {declared} exceeds the limit of {max_bytes} bytes", max_bytes)
-    raw = await _read_capped(request.content, max_bytes)
+    try:
+        async with asyncio.timeout(BODY_SECONDS):
+            raw = await _read_capped(request.content, max_bytes)
+    except TimeoutError:
+        raise RequestTimeout(
+            f"the body did not arrive within {BODY_SECONDS:g} s", code="body_timeout"
+        ) from None
     if allow_empty and not raw:
         return {}
     return decode_json(raw, max_bytes=max_bytes)

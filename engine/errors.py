@@ -4,6 +4,7 @@
     ├── InvalidRequest            400/413/415/422: the call can never succeed as sent
     │   ├── MalformedBody         400: not JSON, bad UTF-8, duplicate keys, NaN ...
     │   ├── BodyTooLarge          413
+    │   ├── RequestTimeout        408: the body did not arrive in time, retryable
     │   └── ValidationFailed      422: well-formed JSON that breaks a rule
     ├── Unauthenticated           401
     ├── Forbidden                 403
@@ -37,6 +38,7 @@ __all__ = [
     "MalformedBody",
     "NotFound",
     "RateLimited",
+    "RequestTimeout",
     "SlotConflict",
     "SlotwardError",
     "Unauthenticated",
@@ -90,6 +92,13 @@ class BodyTooLarge(InvalidRequest):
     status = 413
     title = "Body too large"
     default_code = "body_too_large"
+
+
+class RequestTimeout(InvalidRequest):
+    status = 408
+    title = "Request timeout"
+    default_code = "body_timeout"
+    default_retryable = True
 
 
 class ValidationFailed(InvalidRequest):

@@ -8,6 +8,7 @@ database keeps exactly the rows it had before the call.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from typing import Any
@@ -698,3 +699,24 @@ async def test_unknown_query_parameters_are_refused(server: Server, path: str) -
     assert answer.status == 422
     assert answer.json["code"] == "unknown_field"
     assert answer.json["field"] == path.split("?")[1].split("=")[0]
+
+
+async def test_a_body_that_never_finishes_arriving_is_408(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("slotward.api.jsonbody.BODY_SECONDS", 0.3)
+    agent = await server.key()
+    host, port = server.base.removeprefix("http://").split(":")
+    reader, writer = await asyncio.open_connection(host, int(port))
+    head = (
+        f"POST /v1/holds HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {agent.secret}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n"
+    )
+    writer.write(head.encode() + b'{"workflow_id":')  # and then nothing more
+    await writer.drain()
+    status_line = await asyncio.wait_for(reader.readline(), 30)  # bounded; not a timing check
+    writer.close()
+    assert status_line.startswith(b"HTTP/1.1 408")
+    before = server.table_counts()
+    assert (await agent.create(dict(HOLD_BODY))).status == 201  # the server serves on
+    assert server.table_counts()["holds"] == before["holds"] + 1

@@ -167,3 +167,29 @@ def test_raw_bodies_never_fail_the_server(live: tuple[OpenApiSchema, str, str], 
             assert content_type.startswith("application/problem+json")
 
     post()
+
+
+def test_stateful_sequences_conform(live: tuple[OpenApiSchema, str, str]) -> None:
+    """Sequences along the links schemathesis infers: a created hold read, committed,
+    released; an acquired execution completed and read; workflows and their holds."""
+    schema, key, _ = live
+    machine = schema.as_state_machine()
+    headers = {"Authorization": f"Bearer {key}"}
+
+    class Sequences(machine):  # type: ignore[misc,valid-type]
+        def get_call_kwargs(self, case: Any) -> dict[str, Any]:
+            return {"headers": headers}
+
+        def validate_response(self, response: Any, case: Any, **kwargs: Any) -> None:
+            case.validate_response(response, excluded_checks=[positive_data_acceptance])
+
+    Sequences.run(
+        settings=hypothesis.settings(
+            max_examples=EXAMPLES,
+            stateful_step_count=8,
+            derandomize=True,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(hypothesis.HealthCheck),
+        )
+    )

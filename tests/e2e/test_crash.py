@@ -79,8 +79,9 @@ async def test_sigkill_at_random_moments_keeps_every_promise(database: str, tmp_
 
 
 def _check_effects(url: str, calls: list[Call], snapshot: Snapshot) -> None:
-    """Fresh changes have their event and audit entry once; chains verify; no hold record
-    is left executing."""
+    """Every acknowledged change (a fresh answer, or a replay whose first answer a crash
+    cut off) has its event and audit entry once; chains verify; no hold record is left
+    executing."""
     assert not [r for r in snapshot.ledger if r.kind == "hold" and r.state == "executing"]
     engine = create_engine(sync_url(url), poolclass=NullPool)
     try:
@@ -91,7 +92,7 @@ def _check_effects(url: str, calls: list[Call], snapshot: Snapshot) -> None:
     events = Counter((r.tenant, r.type, r.hold_id) for r in rows)
     assert [e for e, n in events.items() if n > 1] == []  # one event per transition
     audited = {(e.tenant, e.action, e.hold_id) for e in snapshot.audit if e.outcome == "fresh"}
-    for call in (c for c in calls if c.fresh and c.op in EFFECTS):
+    for call in (c for c in calls if c.ok and c.op in EFFECTS):
         said = call.document()
         action, event, status = EFFECTS[call.op]
         if said.get("status") != status:

@@ -340,3 +340,43 @@ def test_errors_are_not_acknowledgements() -> None:
     w.call("create", {"workflow_id": "wf-z"}, _answer(409, b'{"type":"slot_conflict"}', "k-z"))
     w.call("commit", {"token": 1}, _answer(409, b"{}", "idem_commit_b"), target="b")
     assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def _lost_then_replayed(w: World, op: Any, hold: Hold, token: int | None = None) -> None:
+    """``op`` whose first answer a crash cut off; its retry was answered as a replay."""
+    body = encode(hold_document(hold, NOW))
+    key = f"idem_{op}_{hold.id}"
+    request = {} if token is None else {"token": token}
+    w.call(op, request, _answer(None, b"", key), target=hold.id)
+    w.call(op, request, _answer(200, body, key, replayed=True), target=hold.id)
+    w.record(key, 200, body, hold_id=hold.id)
+
+
+def test_a_change_acknowledged_only_by_a_replay_must_be_there() -> None:
+    w = _world()
+    e = _hold("e", "room-4")
+    w.create(e)
+    committed = replace(e, status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    _lost_then_replayed(w, "commit", committed, token=1)
+    w.holds["e"] = committed
+    assert check(w.calls, w.snapshot(), NOW) == []
+    w.holds["e"] = e  # the store lost the commit the replay acknowledged
+    found = _only(
+        "acknowledged_writes_present", acknowledged_writes_present(w.calls, w.snapshot(), NOW)
+    )
+    assert found.ids == ("idem_commit_e", "e")
+
+
+def test_a_create_acknowledged_only_by_a_replay_must_be_recorded_and_audited() -> None:
+    w = _world()
+    f = _hold("f", "room-5")
+    body = encode(hold_document(f, NOW))
+    w.call("create", {"workflow_id": f.workflow_id}, _answer(None, b"", "k-f"))
+    w.create(f)
+    w.calls[-1] = replace(
+        w.calls[-1], headers={"Idempotency-Key": "k-f", "Idempotent-Replayed": "true"}
+    )
+    assert w.calls[-1].body == body
+    assert check(w.calls, w.snapshot(), NOW) == []
+    w.audit.pop()  # its audit entry lost
+    _only("acknowledged_writes_present", acknowledged_writes_present(w.calls, w.snapshot(), NOW))

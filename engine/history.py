@@ -16,15 +16,15 @@ than the ledger's retention time (purged records would read as lost writes).
 from __future__ import annotations
 
 import itertools
-import json
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal, TypeVar
+from typing import Any, TypeVar
 
 from slotward.engine.executions import stored_key
-from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord
+from slotward.engine.model import Hold, HoldStatus, LedgerRecord
+from slotward.engine.recorded import Call, Op, Snapshot, Violation
 
 __all__ = [
     "RULES",
@@ -40,79 +40,6 @@ __all__ = [
     "preemption_by_higher_priority",
     "replays_identical",
 ]
-
-Op = Literal["create", "commit", "release", "acquire", "complete"]
-
-
-@dataclass(frozen=True)
-class Call:
-    """One invocation and its answer, as the client saw it.
-
-    ``target`` is the path parameter: the hold id of a commit or release, the
-    key of a completion. ``request`` is the JSON body sent. Times are the
-    client's, in seconds since the epoch; ``status`` is None when no answer came.
-    """
-
-    op: Op
-    tenant: str
-    agent: str
-    request: Mapping[str, Any]
-    status: int | None
-    body: bytes = b""
-    headers: Mapping[str, str] = field(default_factory=dict)
-    target: str | None = None
-    idempotency_key_sent: str | None = None
-    invoked_at: float = 0.0
-    completed_at: float | None = None
-
-    @property
-    def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
-
-    @property
-    def may_have_acted(self) -> bool:
-        """Answered 2xx, or not answered at all (indeterminate)."""
-        return self.status is None or self.ok
-
-    @property
-    def fresh(self) -> bool:
-        """A 2xx answer that says it did the work (``Idempotent-Replayed: false``)."""
-        return self.ok and self.header("Idempotent-Replayed") == "false"
-
-    @property
-    def key(self) -> str | None:
-        """The key as answered (public form), or a completion's path key."""
-        answered = self.header("Idempotency-Key")
-        return answered or (self.target if self.op == "complete" else None)
-
-    def header(self, name: str) -> str | None:
-        lowered = name.lower()
-        return next((v for k, v in self.headers.items() if k.lower() == lowered), None)
-
-    def document(self) -> dict[str, Any]:
-        """The body as JSON (an empty dict for an empty or non-object body)."""
-        try:
-            doc = json.loads(self.body) if self.body else {}
-        except ValueError:
-            return {}
-        return doc if isinstance(doc, dict) else {}
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    """The store's final state, as plain engine values."""
-
-    holds: tuple[Hold, ...] = ()
-    ledger: tuple[LedgerRecord, ...] = ()
-    audit: tuple[AuditEntry, ...] = ()
-
-
-@dataclass(frozen=True)
-class Violation:
-    rule: str
-    detail: str
-    ids: tuple[str, ...] = ()
-
 
 _T = TypeVar("_T")
 _K = TypeVar("_K")
@@ -243,6 +170,7 @@ def commits_with_current_token(
             out.append(Violation(rule, f"commit of {call.target} with token {sent} answered "
                                  f"{doc.get('status')} token {doc.get('token')}",
                                  (str(call.target),)))  # fmt: skip
+    out += _outdated_tokens(rule, calls)
     unanswered = {(c.tenant, c.target) for c in calls if c.op == "commit" and c.status is None}
     for hold in snapshot.holds:
         if hold.committed_at is None:
@@ -254,6 +182,34 @@ def commits_with_current_token(
         elif answered and hold.status is HoldStatus.COMMITTED and answered["token"] != hold.token:
             out.append(Violation(rule, f"{hold.id} has token {hold.token}, its commit answered "
                                  f"{answered.get('token')}", (hold.id,)))  # fmt: skip
+    return out
+
+
+def _outdated_tokens(rule: str, calls: Sequence[Call]) -> list[Violation]:
+    """A commit that succeeded with a token some earlier answer had already moved past.
+
+    Every answer about a hold carries its token; a commit that was sent token
+    ``t`` after an answer showed the hold at a later token (released, or
+    committed before) must have been refused.
+    """
+    shown: defaultdict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
+    for call in calls:
+        doc = call.document()
+        hold_id = call.target if call.op in ("commit", "release") else doc.get("id")
+        if call.ok and call.op in ("create", "commit", "release") and hold_id is not None:
+            token = doc.get("token")
+            if isinstance(token, int) and call.completed_at is not None:
+                shown[call.tenant, str(hold_id)].append((call.completed_at, token))
+    out = []
+    for call in calls:
+        sent = call.request.get("token")
+        if call.op != "commit" or not call.fresh or not isinstance(sent, int):
+            continue
+        earlier = [t for at, t in shown[call.tenant, str(call.target)] if at < call.invoked_at]
+        if earlier and max(earlier) > sent:
+            out.append(Violation(rule, f"commit of {call.target} with token {sent} succeeded after"
+                                 f" an answer showed token {max(earlier)}",
+                                 (str(call.target),)))  # fmt: skip
     return out
 
 

@@ -231,10 +231,23 @@ def test_a_commit_that_skips_a_token_is_reported() -> None:
     w = _world()
     commit = next(c for c in w.calls if c.op == "commit")
     w.calls[w.calls.index(commit)] = replace(commit, request={"token": 0})
-    found = _only(
-        "commits_with_current_token", commits_with_current_token(w.calls, w.snapshot(), NOW)
-    )
-    assert found.ids == ("a",)
+    found = commits_with_current_token(w.calls, w.snapshot(), NOW)
+    assert {v.ids for v in found} == {("a",)}
+    assert len(found) == 2  # not moved on by one, and older than the create's token
+    assert [v for v in check(w.calls, w.snapshot(), NOW) if v.rule != found[0].rule] == []
+
+
+def test_a_commit_after_a_release_was_answered_is_reported() -> None:
+    w = _world()
+    g = _hold("g", "room-6")
+    w.create(g)
+    released = replace(g, status=HoldStatus.RELEASED, token=2)
+    w.act("release", released)
+    committed = replace(g, status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    w.act("commit", committed, token=1)  # a buggy server accepted the old token
+    w.holds["g"] = committed
+    found = [v for v in check(w.calls, w.snapshot(), NOW) if "after an answer" in v.detail]
+    assert [v.ids for v in found] == [("g",)]
 
 
 def test_a_committed_hold_without_its_commit_is_reported_unless_the_commit_went_unanswered() -> (

@@ -89,6 +89,16 @@ def test_no_module_is_past_four_hundred_lines() -> None:
             assert lines <= 400, f"{path} has {lines} lines: split it"
 
 
+def test_tests_serve_the_app_as_production_does() -> None:
+    """aiohttp's TestServer cancels a handler whose client hangs up; `slotward serve`
+    does not. On TestServer a test once hid a handler that went on after its client
+    left (a lease taken over for nobody). End-to-end tests serve the app with
+    tests/e2e/conftest.py ``serving``; unit tests of a bare decoder may use it."""
+    for path in sorted((ROOT / "tests" / "e2e").rglob("*.py")):
+        used = _imports(path) | _calls(path)
+        assert "aiohttp.test_utils" not in used, f"{path} uses aiohttp.test_utils: use serving()"
+
+
 def _all_modules() -> list[str]:
     names = []
     for info in pkgutil.walk_packages(slotward.__path__, "slotward."):

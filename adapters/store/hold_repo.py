@@ -17,7 +17,7 @@ from sqlalchemy import Connection, and_, bindparam, exists, insert, or_, select,
 from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.instants import from_us, opt_from_us, to_us
+from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.engine.model import Hold, HoldStatus
 
 __all__ = ["SqlHolds", "hold_from_row"]
@@ -254,7 +254,7 @@ def _hold_values(hold: Hold) -> dict[str, Any]:
         "intent_fp": hold.intent_fp,
         "created_us": to_us(hold.created_at),
         "updated_us": to_us(hold.updated_at),
-        "committed_us": None if hold.committed_at is None else to_us(hold.committed_at),
+        "committed_us": opt_to_us(hold.committed_at),
         "preempted_by": hold.preempted_by,
         "audit_seq": hold.audit_seq,
     }

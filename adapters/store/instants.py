@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["from_us", "opt_from_us", "to_us"]
+__all__ = ["from_us", "opt_from_us", "opt_to_us", "to_us"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -19,3 +19,7 @@ def from_us(micros: int) -> datetime:
 
 def opt_from_us(micros: int | None) -> datetime | None:
     return None if micros is None else from_us(micros)
+
+
+def opt_to_us(instant: datetime | None) -> int | None:
+    return None if instant is None else to_us(instant)

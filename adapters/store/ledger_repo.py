@@ -9,7 +9,7 @@ from sqlalchemy import Connection, and_, bindparam, delete, insert, or_, select,
 from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.instants import from_us, opt_from_us, to_us
+from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.engine.model import LedgerRecord
 
 __all__ = ["SqlLedger", "record_from_row"]
@@ -84,10 +84,6 @@ def record_from_row(row: Row[Any]) -> LedgerRecord:
     )
 
 
-def _opt_us(instant: datetime | None) -> int | None:
-    return None if instant is None else to_us(instant)
-
-
 class SqlLedger:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
@@ -119,8 +115,8 @@ class SqlLedger:
                 "tool": record.tool,
                 "agent_id": record.agent_id,
                 "lease_token": record.lease_token,
-                "lease_expires_us": _opt_us(record.lease_expires_at),
-                "completed_us": _opt_us(record.completed_at),
+                "lease_expires_us": opt_to_us(record.lease_expires_at),
+                "completed_us": opt_to_us(record.completed_at),
             },
         )
 
@@ -135,9 +131,9 @@ class SqlLedger:
                 "v_body": record.body,
                 "v_agent_id": record.agent_id,
                 "v_lease_token": record.lease_token,
-                "v_lease_expires_us": _opt_us(record.lease_expires_at),
+                "v_lease_expires_us": opt_to_us(record.lease_expires_at),
                 "v_expires_us": to_us(record.expires_at),
-                "v_completed_us": _opt_us(record.completed_at),
+                "v_completed_us": opt_to_us(record.completed_at),
             },
         )
 

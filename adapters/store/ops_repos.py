@@ -10,7 +10,7 @@ from sqlalchemy import Connection, bindparam, delete, func, insert, select, upda
 from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.instants import opt_from_us, to_us
+from slotward.adapters.store.instants import opt_from_us, opt_to_us, to_us
 from slotward.engine.model import Gauges, HoldStatus, WorkflowStats
 
 __all__ = ["SqlStats", "SqlWorkflows"]
@@ -81,8 +81,8 @@ class SqlWorkflows:
     def _put(self, old: WorkflowStats | None, new: WorkflowStats) -> None:
         values = {
             "v_replays": new.replays,
-            "v_last_replay_us": None if new.last_replay_at is None else to_us(new.last_replay_at),
-            "v_storm_us": None if new.storm_at is None else to_us(new.storm_at),
+            "v_last_replay_us": opt_to_us(new.last_replay_at),
+            "v_storm_us": opt_to_us(new.storm_at),
             "v_storms": new.storms,
         }
         if old is None:

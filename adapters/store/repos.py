@@ -6,8 +6,10 @@ import json
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
+from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, text, update
+from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import SqlHolds
@@ -21,7 +23,7 @@ from slotward.engine.model import (
     Principal,
 )
 
-__all__ = ["SqlUnitOfWork"]
+__all__ = ["SqlUnitOfWork", "audit_from_row"]
 
 _EMAILS = select(t.attendee_emails.c.email, t.attendee_emails.c.attendee_id).where(
     t.attendee_emails.c.tenant == bindparam("tenant"),
@@ -109,6 +111,21 @@ class SqlDirectory:
             self._conn.execute(update(e).where(*where).values(attendee_id=attendee_id))
 
 
+def audit_from_row(r: Row[Any]) -> AuditEntry:
+    return AuditEntry(
+        tenant=r.tenant,
+        seq=r.seq,
+        at=from_us(r.at_us),
+        actor=r.actor,
+        action=r.action,
+        key=r.key,
+        hold_id=r.hold_id,
+        outcome=r.outcome,
+        prev_hash=r.prev_hash,
+        hash=r.hash,
+    )
+
+
 class SqlAudit:
     def __init__(self, conn: Connection) -> None:
         self._conn = conn
@@ -148,21 +165,7 @@ class SqlAudit:
             .order_by(a.c.seq)
             .limit(limit)
         )
-        return [
-            AuditEntry(
-                tenant=r.tenant,
-                seq=r.seq,
-                at=from_us(r.at_us),
-                actor=r.actor,
-                action=r.action,
-                key=r.key,
-                hold_id=r.hold_id,
-                outcome=r.outcome,
-                prev_hash=r.prev_hash,
-                hash=r.hash,
-            )
-            for r in self._conn.execute(q)
-        ]
+        return [audit_from_row(r) for r in self._conn.execute(q)]
 
 
 class SqlOutbox:

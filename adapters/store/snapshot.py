@@ -12,10 +12,9 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import hold_from_row
-from slotward.adapters.store.instants import from_us
 from slotward.adapters.store.ledger_repo import record_from_row
+from slotward.adapters.store.repos import audit_from_row
 from slotward.engine.history import Snapshot
-from slotward.engine.model import AuditEntry
 
 __all__ = ["load_snapshot", "sync_url"]
 
@@ -46,19 +45,5 @@ def load_snapshot(url: str) -> Snapshot:
     return Snapshot(
         holds=tuple(hold_from_row(row) for row in holds),
         ledger=tuple(record_from_row(row) for row in records),
-        audit=tuple(
-            AuditEntry(
-                tenant=r.tenant,
-                seq=r.seq,
-                at=from_us(r.at_us),
-                actor=r.actor,
-                action=r.action,
-                key=r.key,
-                hold_id=r.hold_id,
-                outcome=r.outcome,
-                prev_hash=r.prev_hash,
-                hash=r.hash,
-            )
-            for r in audit
-        ),
+        audit=tuple(audit_from_row(r) for r in audit),
     )

@@ -7,6 +7,7 @@ sweeper is off so tests decide when it runs (``sweep``).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -142,6 +143,15 @@ class Server:
         now_us = int((self.clock.now() - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1e6)
         with self.db.connect() as conn:
             return int(conn.execute(text(overlaps_query(":now")), {"now": now_us}).scalar_one())
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    """Wait (bounded, about 10 s) until ``predicate`` holds: readiness, not a timing check."""
+    for _ in range(2000):
+        if predicate():
+            return
+        await asyncio.sleep(0.005)
+    raise AssertionError("condition never reached")
 
 
 def overlaps_query(now: str) -> str:

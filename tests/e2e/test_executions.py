@@ -16,7 +16,7 @@ import pytest
 
 from slotward.api.app import bootstrap, build_app
 from slotward.api.config import Config
-from tests.e2e.conftest import Answer, Client, Server, serving
+from tests.e2e.conftest import Answer, Client, Server, serving, until
 from tests.e2e.test_metrics import read_metrics, sample
 
 CALL: dict[str, Any] = {
@@ -333,20 +333,12 @@ async def test_fifty_concurrent_acquires_give_one_lease(server: Server) -> None:
     assert acquires == [("fresh",)]
 
 
-async def _until(condition: Any) -> None:
-    for _ in range(2000):  # bounded: reached within a few loop turns
-        if condition():
-            return
-        await asyncio.sleep(0.005)
-    raise AssertionError("condition never held")
-
-
-async def test_wait_ms_returns_the_result_that_lands_meanwhile(server: Server) -> None:
-    agent = await server.key()
-    first = await acquire(agent)
-    waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
-    await _until(lambda: len(server.services.completions) == 1)
-    done = await complete(agent, first.key, first.json["lease_token"], result="sent")
+async def _a_waiter_gets_what_lands(server: Server, waiter: Client, holder: Client) -> None:
+    """``holder`` acquires and completes while ``waiter`` (on ``server``) waits for it."""
+    first = await acquire(holder)
+    waiting = asyncio.create_task(acquire(waiter, call(wait_ms=20000)))
+    await until(lambda: len(server.services.completions) == 1)
+    done = await complete(holder, first.key, first.json["lease_token"], result="sent")
     answer = await waiting
     assert answer.status == 200
     assert answer.replayed
@@ -354,11 +346,16 @@ async def test_wait_ms_returns_the_result_that_lands_meanwhile(server: Server) -
     assert len(server.services.completions) == 0  # nothing left behind
 
 
+async def test_wait_ms_returns_the_result_that_lands_meanwhile(server: Server) -> None:
+    agent = await server.key()
+    await _a_waiter_gets_what_lands(server, agent, agent)
+
+
 async def test_wait_ms_ends_with_the_lease_when_the_holder_frees_it(server: Server) -> None:
     agent = await server.key()
     first = await acquire(agent)
     waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
-    await _until(lambda: len(server.services.completions) == 1)
+    await until(lambda: len(server.services.completions) == 1)
     await complete(agent, first.key, first.json["lease_token"], "failed_retryable")
     answer = await waiting
     assert answer.status == 201
@@ -411,14 +408,7 @@ async def test_wait_ms_sees_a_completion_made_by_another_process(
     async with serving(build_app(other, config, sweep=False)) as other_base:
         agent = await server.key()
         there = Client(server.session, other_base, agent.secret)
-        first = await acquire(there)
-        waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
-        await _until(lambda: len(server.services.completions) == 1)
-        done = await complete(there, first.key, first.json["lease_token"], result="sent")
-        answer = await waiting
-        assert answer.status == 200
-        assert answer.replayed
-        assert answer.body == done.body
+        await _a_waiter_gets_what_lands(server, agent, there)
 
 
 async def test_a_hold_past_retention_is_not_booked_twice(
@@ -593,7 +583,7 @@ async def test_a_waiter_whose_client_left_takes_nothing_over(server: Server) -> 
     agent = await server.key()
     first = await acquire(agent)
     waiting = asyncio.create_task(acquire(agent, call(wait_ms=20000)))
-    await _until(lambda: len(server.services.completions) == 1)
+    await until(lambda: len(server.services.completions) == 1)
     waiting.cancel()  # the client gives up: its connection closes
     with pytest.raises(asyncio.CancelledError):
         await waiting

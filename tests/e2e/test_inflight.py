@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import pytest
 
 from slotward.engine.ports import Store, UnitOfWork
-from tests.e2e.conftest import Answer, Client, Server
+from tests.e2e.conftest import Answer, Client, Server, until
 
 T = TypeVar("T")
 
@@ -54,14 +54,6 @@ def store_wrapper() -> Callable[[Store], Store]:
     return wrap
 
 
-async def _until(predicate: Callable[[], bool]) -> None:
-    for _ in range(1000):  # bounded: the condition is reached within a few loop turns
-        if predicate():
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("condition never reached")
-
-
 async def _stuck_first_create(
     server: Server, body: dict[str, Any]
 ) -> tuple[Client, GatedStore, asyncio.Future[Answer]]:
@@ -70,7 +62,7 @@ async def _stuck_first_create(
     [gated] = GATED
     gated.gate.clear()
     first = asyncio.ensure_future(agent.create(body))
-    await _until(lambda: gated.held == 1)
+    await until(lambda: gated.held == 1)
     return agent, gated, first
 
 
@@ -103,7 +95,7 @@ async def test_a_duplicate_that_waits_long_enough_gets_the_first_answer(
 ) -> None:
     agent, gated, first = await _stuck_first_create(server, hold_body)
     duplicate = asyncio.ensure_future(agent.create(hold_body))
-    await _until(lambda: server.services.inflight.waiting > 0)
+    await until(lambda: server.services.inflight.waiting > 0)
     gated.gate.set()
     one, two = await first, await duplicate
     assert (one.status, two.status) == (201, 201)

@@ -11,11 +11,10 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestServer
 
 from slotward.api.app import bootstrap, build_app, open_store
 from slotward.api.config import Config
-from tests.e2e.conftest import Client, Server
+from tests.e2e.conftest import Client, Server, serving
 from tests.e2e.test_metrics import read_metrics, sample
 
 THRESHOLD = 5
@@ -274,11 +273,8 @@ async def second(server: Server) -> AsyncIterator[Server]:
     url = url.replace("sqlite://", "sqlite+aiosqlite://").replace("+psycopg", "+asyncpg")
     config = Config(db_url=url, storm_replays=THRESHOLD, storm_window_seconds=WINDOW)
     services = await bootstrap(config, store=await open_store(config), clock=server.clock)
-    other = TestServer(build_app(services, config, sweep=False))
-    await other.start_server()
-    base = str(other.make_url("")).rstrip("/")
-    yield Server(services, server.clock, server.db, base, server.session)
-    await other.close()
+    async with serving(build_app(services, config, sweep=False)) as base:
+        yield Server(services, server.clock, server.db, base, server.session)
 
 
 async def test_a_storm_spread_over_two_processes_is_flagged_once(

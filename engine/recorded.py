@@ -25,6 +25,9 @@ class Call:
     ``target`` is the path parameter: the hold id of a commit or release, the
     key of a completion. ``request`` is the JSON body sent. Times are the
     client's, in seconds since the epoch; ``status`` is None when no answer came.
+    ``intent`` is the client's own label for what the call means: every call
+    with the same label (a retry, a rephrasing) must land on one key and at
+    most one effect, whatever the server derived. None: unlabelled.
     """
 
     op: Op
@@ -38,6 +41,7 @@ class Call:
     idempotency_key_sent: str | None = None
     invoked_at: float = 0.0
     completed_at: float | None = None
+    intent: str | None = None
 
     @property
     def ok(self) -> bool:

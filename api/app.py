@@ -38,8 +38,8 @@ async def open_store(config: Config) -> Store:
     """The store named by ``config.db_url``, migrated to the current schema."""
     max_hold = config.policy().max_hold
     if config.db_url.startswith(("postgresql", "postgres")):
-        return await PostgresStore.open(config.db_url, max_hold)
-    return SqliteStore.open(config.db_url, max_hold)
+        return await PostgresStore.open(config.db_url, max_hold, config.waits())
+    return SqliteStore.open(config.db_url, max_hold, config.waits())
 
 
 async def migrate(config: Config) -> None:

@@ -1,22 +1,22 @@
-"""API keys: created once and shown once, stored hashed (HMAC-SHA256 under a
-pepper when one is configured, else SHA-256), bound to a tenant, an agent, a
-role and a default priority; revocable by their id.
+"""API keys: created once and shown once, stored as slow salted hashes
+(api/keyhash.py), bound to a tenant, an agent, a role and a default priority;
+revocable by their id.
 
-Keys are 32 random bytes, so a fast hash is enough to make the stored value
-useless to a thief; a key id prefix lets an operator name a key without it.
+A server checks a key's slow hash once and then remembers the answer for a
+few seconds (:class:`KeyCache`), so the cost is paid per new key, not per call.
 """
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
-import hmac
-import secrets
 import time
 from collections.abc import Collection
 from dataclasses import dataclass
 
 from aiohttp import web
 
+from slotward.api.keyhash import KeyHasher, split_key
 from slotward.api.params import check_query
 from slotward.api.ratelimit import RateLimiter
 from slotward.engine.errors import Forbidden, InvalidRequest, NotFound, Unauthenticated
@@ -27,11 +27,9 @@ __all__ = [
     "PRINCIPAL",
     "ROLES",
     "KeyCache",
-    "KeyHasher",
     "NewKey",
     "authenticate",
     "create_key",
-    "hash_key",
     "require_role",
     "revoke_key",
 ]
@@ -40,32 +38,6 @@ ROLES: tuple[Role, ...] = ("agent", "reviewer", "admin")
 
 # The caller once its key is resolved, for the access log (never the key itself).
 PRINCIPAL = web.RequestKey("slotward.principal", Principal)
-
-
-def hash_key(secret: str) -> str:
-    return hashlib.sha256(secret.encode()).hexdigest()
-
-
-@dataclass(frozen=True)
-class KeyHasher:
-    """How keys are stored: HMAC-SHA256 under a server-side pepper, if one is set.
-
-    With a pepper (``SLOTWARD_KEY_PEPPER``) a copy of the database alone does
-    not even let a thief test a guessed key. Keys stored before a pepper was
-    set (plain SHA-256) keep working; changing the pepper retires every key
-    made under the old one.
-    """
-
-    pepper: bytes | None = None
-
-    def stored(self, secret: str) -> str:
-        if self.pepper is None:
-            return hash_key(secret)
-        return hmac.new(self.pepper, secret.encode(), hashlib.sha256).hexdigest()
-
-    def candidates(self, secret: str) -> tuple[str, ...]:
-        """The stored forms to look for, newest first."""
-        return (self.stored(secret), hash_key(secret)) if self.pepper else (hash_key(secret),)
 
 
 @dataclass(frozen=True)
@@ -80,7 +52,7 @@ def create_key(
     principal: Principal,
     clock: Clock,
     ids: IdGenerator,
-    hasher: KeyHasher = KeyHasher(),  # frozen: safe to share
+    hasher: KeyHasher | None = None,
 ) -> NewKey:
     """Store a new key for ``principal``; the secret exists only in the result."""
     if principal.role not in ROLES:
@@ -88,9 +60,9 @@ def create_key(
     if not 0 <= principal.priority <= 100:
         raise InvalidRequest("priority must be 0-100", code="invalid_priority")
     key_id = ids.new_id("key")
-    secret = f"sw_{secrets.token_urlsafe(32)}"
+    secret, stored = (hasher or KeyHasher()).new_key(key_id)
     with uow:
-        uow.keys.add(key_id, hasher.stored(secret), principal, clock.now())
+        uow.keys.add(key_id, stored, principal, clock.now())
         uow.commit()
     return NewKey(key_id, secret, principal)
 
@@ -104,7 +76,9 @@ def revoke_key(uow: UnitOfWork, key_id: str, clock: Clock) -> None:
 
 
 class KeyCache:
-    """Principals by key hash for a few seconds, so auth is not a read per call."""
+    """Principals by presented key for a few seconds, so auth is not a slow hash
+    and a read per call. At most two slow hashes run at once (off the event
+    loop), so a flood of wrong keys queues behind itself, not cached callers."""
 
     def __init__(
         self,
@@ -117,19 +91,37 @@ class KeyCache:
         self.hasher = hasher or KeyHasher()
         self._ttl = ttl_seconds
         self._entries: dict[str, tuple[float, Principal | None]] = {}
+        self._hashing = asyncio.Semaphore(2)
         self.limiter = limiter or RateLimiter(0, 1)
 
     async def principal(self, secret: str) -> Principal | None:
-        digest = hash_key(secret)  # the cache's own key, whatever is stored
+        digest = hashlib.sha256(secret.encode()).hexdigest()  # in memory only
         hit = self._entries.get(digest)
         if hit is not None and hit[0] > time.monotonic():
             return hit[1]
-        candidates = self.hasher.candidates(secret)
-        found = await self._store.read(lambda uow: _find(uow, candidates))
+        found = await self._resolve(secret)
         if len(self._entries) > 10_000:
             self._entries.clear()
         self._entries[digest] = (time.monotonic() + self._ttl, found)
         return found
+
+    async def _resolve(self, secret: str) -> Principal | None:
+        key_id = split_key(secret)
+        if key_id is None:  # a key from before scrypt, found by its fast hash
+            candidates = self.hasher.legacy_candidates(secret)
+            return await self._store.read(lambda uow: _find(uow, candidates))
+        row = await self._store.read(lambda uow: _by_id(uow, key_id))
+        if row is None:
+            return None
+        stored, principal = row
+        async with self._hashing:
+            valid = await asyncio.to_thread(self.hasher.verify, secret, key_id, stored)
+        return principal if valid else None
+
+
+def _by_id(uow: UnitOfWork, key_id: str) -> tuple[str, Principal] | None:
+    with uow:
+        return uow.keys.by_id(key_id)
 
 
 def _find(uow: UnitOfWork, candidates: tuple[str, ...]) -> Principal | None:

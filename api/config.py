@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 
-from slotward.api.auth import KeyHasher
+from slotward.adapters.store.waits import Waits
+from slotward.api.keyhash import KeyHasher
 from slotward.engine.errors import InvalidRequest
 from slotward.engine.policy import Policy
 
@@ -33,7 +34,9 @@ class Config:
     retention_hours: int = 72
     key_cache_seconds: float = 10.0
     inflight_wait_ms: int = 1000
-    rate_limit: float = 0.0  # requests per second per agent and process; 0: off
+    store_timeout_seconds: float = 30.0  # longest wait in line for the store; a statement's run
+    lock_timeout_seconds: float = 5.0  # longest wait for a lock another transaction holds
+    rate_limit: float = 50.0  # requests per second per agent and process; 0: off
     rate_burst: int = 0  # 0: twice the rate
     key_pepper: str | None = field(default=None, repr=False)  # a secret: never printed
     storm_replays: int = 20
@@ -61,6 +64,8 @@ class Config:
             retention_hours=_int(env, "SLOTWARD_RETENTION_HOURS", base.retention_hours),
             inflight_wait_ms=_int(env, "SLOTWARD_INFLIGHT_WAIT_MS", base.inflight_wait_ms),
             key_cache_seconds=_float(env, "SLOTWARD_KEY_CACHE_SECONDS", base.key_cache_seconds),
+            store_timeout_seconds=_float(env, "SLOTWARD_STORE_TIMEOUT", base.store_timeout_seconds),
+            lock_timeout_seconds=_float(env, "SLOTWARD_LOCK_TIMEOUT", base.lock_timeout_seconds),
             rate_limit=_rate(env),
             rate_burst=_int(env, "SLOTWARD_RATE_BURST", base.rate_burst),
             key_pepper=env.get("SLOTWARD_KEY_PEPPER") or None,
@@ -86,6 +91,9 @@ class Config:
                 code="invalid_config",
             )
 
+    def waits(self) -> Waits:
+        return Waits(self.store_timeout_seconds, self.lock_timeout_seconds)
+
     def key_hasher(self) -> KeyHasher:
         return KeyHasher(None if self.key_pepper is None else self.key_pepper.encode())
 
@@ -103,6 +111,14 @@ class Config:
             raise InvalidRequest(
                 "the sweep interval may be at most half the retry-storm window",
                 code="invalid_config",
+            )
+        if not 0.1 <= self.store_timeout_seconds <= 300:
+            raise InvalidRequest(
+                "the store timeout must be 0.1 to 300 seconds", code="invalid_config"
+            )
+        if not 0.1 <= self.lock_timeout_seconds <= 60:
+            raise InvalidRequest(
+                "the lock timeout must be 0.1 to 60 seconds", code="invalid_config"
             )
         if self.rate_burst < 0:
             raise InvalidRequest("the rate burst may not be negative", code="invalid_config")
@@ -149,11 +165,10 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
 
 
 def _rate(env: Mapping[str, str]) -> float:
-    return (
-        0.0
-        if env.get("SLOTWARD_RATE_LIMIT") in (None, "0")
-        else _float(env, "SLOTWARD_RATE_LIMIT", 0.0)
-    )
+    raw = env.get("SLOTWARD_RATE_LIMIT")
+    if raw is None:
+        return Config.rate_limit
+    return 0.0 if raw.strip() == "0" else _float(env, "SLOTWARD_RATE_LIMIT", Config.rate_limit)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

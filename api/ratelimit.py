@@ -1,8 +1,10 @@
 """A per-agent request rate limit: a token bucket per (tenant, agent), per process.
 
-Off unless configured (``SLOTWARD_RATE_LIMIT`` requests per second, with a
-burst of ``SLOTWARD_RATE_BURST``). Each server process keeps its own buckets,
-so with ``--workers N`` an agent may reach N times the rate.
+``SLOTWARD_RATE_LIMIT`` requests per second (50 by default, 0 turns it off),
+with a burst of ``SLOTWARD_RATE_BURST`` (twice the rate by default): far above
+what an agent thinking between calls sends, far below a runaway retry loop.
+Each server process keeps its own buckets, so with ``--workers N`` an agent
+may reach N times the rate.
 """
 
 from __future__ import annotations

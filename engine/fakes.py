@@ -302,6 +302,11 @@ class _Keys:
     def find(self, key_hash: str) -> Principal | None:
         return self._state().keys.get(key_hash)
 
+    def by_id(self, key_id: str) -> tuple[str, Principal] | None:
+        key_hash = self._state().key_ids.get(key_id)
+        principal = None if key_hash is None else self._state().keys.get(key_hash)
+        return None if key_hash is None or principal is None else (key_hash, principal)
+
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None:
         self._state().keys[key_hash] = principal
         self._state().key_ids[key_id] = key_hash

@@ -199,6 +199,10 @@ class ApiKeys(Protocol):
         """The principal of an unrevoked key with this hash."""
         ...
 
+    def by_id(self, key_id: str) -> tuple[str, Principal] | None:
+        """The stored hash and principal of the unrevoked key ``key_id``."""
+        ...
+
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None: ...
 
     def revoke(self, key_id: str, now: datetime) -> bool:

@@ -29,6 +29,7 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_en
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import Unavailable
 from slotward.engine.ports import UnitOfWork
 
@@ -49,7 +50,7 @@ def _sqlstate(exc: DBAPIError) -> str | None:
     return None
 
 
-def _engine(url: str, **options: Any) -> AsyncEngine:
+def _engine(url: str, waits: Waits, **options: Any) -> AsyncEngine:
     return create_async_engine(
         url,
         # Two pools (writes, reads) of at most 10 each: 4 workers stay within
@@ -57,6 +58,7 @@ def _engine(url: str, **options: Any) -> AsyncEngine:
         pool_size=5,
         max_overflow=5,
         pool_pre_ping=True,  # after a database restart, stale connections are replaced
+        pool_timeout=waits.queue_seconds,  # no connection free that long: a 503, not a hang
         hide_parameters=True,  # errors are logged: never with stored bodies or tokens in them
         connect_args={
             "server_settings": {
@@ -64,9 +66,12 @@ def _engine(url: str, **options: Any) -> AsyncEngine:
                 # mode the overlap query fell to a generic plan with a sequential
                 # scan. Custom plans keep it on the index (docs/concurrency.md).
                 "plan_cache_mode": "force_custom_plan",
-                # A stuck holder of a tenant lock must not hold that tenant (and
-                # this process's pool) forever: waiters give up with a 503.
-                "lock_timeout": "5s",
+                # Every wait is bounded, so no request hangs on the store: a
+                # stuck holder of a tenant lock makes its waiters give up with a
+                # 503, and a runaway statement is cancelled by the server (a
+                # clean abort, unlike cancelling the client's task halfway).
+                "lock_timeout": f"{Waits.millis(waits.lock_seconds)}ms",
+                "statement_timeout": f"{Waits.millis(waits.statement_seconds)}ms",
                 "idle_in_transaction_session_timeout": "30s",
             },
         },
@@ -77,15 +82,18 @@ def _engine(url: str, **options: Any) -> AsyncEngine:
 class PostgresStore:
     """Runs use cases on PostgreSQL: tenant-locked writes, snapshot reads."""
 
-    def __init__(self, url: str, max_hold: timedelta) -> None:
+    def __init__(self, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS) -> None:
         self._max_hold = max_hold
-        self._writer = _engine(url, isolation_level="READ COMMITTED")
-        self._reader = _engine(url, isolation_level="REPEATABLE READ")
+        self._writer = _engine(url, waits, isolation_level="READ COMMITTED")
+        self._reader = _engine(url, waits, isolation_level="REPEATABLE READ")
         self.retries = 0  # transactions run again after a deadlock
 
     @classmethod
-    async def open(cls, url: str, max_hold: timedelta) -> PostgresStore:
-        store = cls(url, max_hold)
+    async def open(
+        cls, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS
+    ) -> PostgresStore:
+        """Open and migrate; ``waits`` bounds each wait for a connection or a lock."""
+        store = cls(url, max_hold, waits)
         await store.migrate()
         return store
 
@@ -141,15 +149,18 @@ async def _connection(engine: AsyncEngine) -> AsyncIterator[AsyncConnection]:
 
 def _migrate(conn: Connection) -> None:
     # Several processes or hosts may start at once: one migrates, the others
-    # wait for it and then find nothing to do.
+    # wait for it (however long it takes) and then find nothing to do.
+    conn.exec_driver_sql("SET LOCAL lock_timeout = 0")
+    conn.exec_driver_sql("SET LOCAL statement_timeout = 0")
     conn.exec_driver_sql("SELECT pg_advisory_xact_lock(73912026)")
     upgrade(conn)
     conn.commit()
 
 
-# Connection exceptions, too many connections, shutdown, lock timeout, an
-# idle transaction ended by the server: the call may work later.
-_UNAVAILABLE_PREFIXES = ("08", "53", "57P", "55P03", "25P03")
+# Connection exceptions, too many connections, shutdown, lock timeout, a
+# statement cancelled (statement_timeout), an idle transaction ended by the
+# server: the call may work later.
+_UNAVAILABLE_PREFIXES = ("08", "53", "57P", "57014", "55P03", "25P03")
 
 
 def _raise_translated(exc: DBAPIError) -> NoReturn:

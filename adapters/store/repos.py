@@ -53,6 +53,9 @@ _KEY_REVOKE = (
 _KEY_FIND = select(t.api_keys).where(
     t.api_keys.c.key_hash == bindparam("key_hash"), t.api_keys.c.revoked_us.is_(None)
 )
+_KEY_BY_ID = select(t.api_keys).where(
+    t.api_keys.c.id == bindparam("key_id"), t.api_keys.c.revoked_us.is_(None)
+)
 
 
 class SqlDirectory:
@@ -199,6 +202,12 @@ class SqlKeys:
         if row is None:
             return None
         return Principal(row.tenant, row.agent_id, row.role, row.priority)
+
+    def by_id(self, key_id: str) -> tuple[str, Principal] | None:
+        row = self._conn.execute(_KEY_BY_ID, {"key_id": key_id}).first()
+        if row is None:
+            return None
+        return row.key_hash, Principal(row.tenant, row.agent_id, row.role, row.priority)
 
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None:
         self._conn.execute(

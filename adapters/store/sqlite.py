@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -26,6 +27,7 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import InvalidRequest, Unavailable
 from slotward.engine.ports import UnitOfWork
 
@@ -44,7 +46,7 @@ def sqlite_path(url: str) -> Path:
     return Path(parsed.database)
 
 
-def _engine(path: Path) -> Engine:
+def _engine(path: Path, waits: Waits) -> Engine:
     # Connections are closed by whoever shuts the store down, not by their thread.
     engine = create_engine(
         f"sqlite:///{path}",
@@ -60,7 +62,7 @@ def _engine(path: Path) -> Engine:
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
-        cursor.execute("PRAGMA busy_timeout=10000")
+        cursor.execute(f"PRAGMA busy_timeout={Waits.millis(waits.lock_seconds)}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
@@ -78,10 +80,13 @@ def _translated(fn: Callable[[UnitOfWork], T], uow: UnitOfWork) -> T:
 class SqliteStore:
     """Runs use cases on a SQLite file: writes on one thread, reads on a pool."""
 
-    def __init__(self, path: Path, max_hold: timedelta, readers: int = 4) -> None:
+    def __init__(
+        self, path: Path, max_hold: timedelta, readers: int = 4, waits: Waits = DEFAULT_WAITS
+    ) -> None:
         self._path = path
         self._max_hold = max_hold
-        self._engine = _engine(path)
+        self._queue_seconds = waits.queue_seconds
+        self._engine = _engine(path, waits)
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="slotward-writer")
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="slotward-reader")
         self._local = threading.local()
@@ -90,9 +95,13 @@ class SqliteStore:
         self._reader_lock = threading.Lock()
 
     @classmethod
-    def open(cls, url: str, max_hold: timedelta) -> SqliteStore:
-        """Open (creating and migrating when needed) the database of ``url``."""
-        store = cls(sqlite_path(url), max_hold)
+    def open(cls, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS) -> SqliteStore:
+        """Open (creating and migrating when needed) the database of ``url``.
+
+        ``waits`` bounds each wait: in line for a thread, and for the file's
+        lock (another process writing).
+        """
+        store = cls(sqlite_path(url), max_hold, waits=waits)
         store.migrate()
         return store
 
@@ -115,12 +124,20 @@ class SqliteStore:
                 self._reader_conns.append(conn)
         return conn
 
-    def _run_write(self, fn: Callable[[UnitOfWork], T]) -> T:
+    def _run_write(self, fn: Callable[[UnitOfWork], T], queued: float | None = None) -> T:
+        self._check_wait(queued)
         uow = SqlUnitOfWork(self._writer_conn(), self._max_hold, begin="BEGIN IMMEDIATE")
         return _translated(fn, uow)
 
-    def _run_read(self, fn: Callable[[UnitOfWork], T]) -> T:
+    def _run_read(self, fn: Callable[[UnitOfWork], T], queued: float | None = None) -> T:
+        self._check_wait(queued)
         return _translated(fn, SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
+
+    def _check_wait(self, queued: float | None) -> None:
+        # A call that waited its whole timeout for a thread is refused before
+        # it starts, so nothing of it runs: the answer is a clean 503.
+        if queued is not None and time.monotonic() - queued > self._queue_seconds:
+            raise Unavailable("the store is too busy; retry shortly", retry_after=1)
 
     def run_write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` as a write transaction from synchronous code (CLI, tests)."""
@@ -128,11 +145,17 @@ class SqliteStore:
 
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._writer, functools.partial(self._run_write, fn))
+        queued = time.monotonic()
+        return await loop.run_in_executor(
+            self._writer, functools.partial(self._run_write, fn, queued)
+        )
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._readers, functools.partial(self._run_read, fn))
+        queued = time.monotonic()
+        return await loop.run_in_executor(
+            self._readers, functools.partial(self._run_read, fn, queued)
+        )
 
     async def close(self) -> None:
         self._writer.submit(self._close_writer).result()

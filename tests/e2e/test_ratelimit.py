@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -33,6 +35,18 @@ async def test_an_agent_past_its_burst_gets_429_and_others_do_not(server: Server
     refused = await agent.post("/v1/holds", {"workflow_id": "wf"})
     assert refused.status == 429  # before validation: nothing read or written for it
     assert server.table_counts() == before
+
+
+@pytest.mark.parametrize("config_overrides", [{}])  # the defaults: 50/s, a burst of 100
+async def test_the_limit_is_on_by_default(server: Server, config_overrides: dict[str, Any]) -> None:
+    agent, other = await server.key(), await server.key(agent="agent-b")
+    started = time.monotonic()
+    answers = await asyncio.gather(*(agent.get("/v1/holds") for _ in range(300)))
+    elapsed = time.monotonic() - started
+    admitted = sum(a.status == 200 for a in answers)
+    assert {a.status for a in answers} <= {200, 429}
+    assert 100 <= admitted <= 100 + 50 * elapsed + 1  # the burst, then the rate
+    assert (await other.get("/v1/holds")).status == 200
 
 
 async def test_unknown_keys_are_not_counted_against_anyone(server: Server) -> None:

@@ -21,9 +21,10 @@ from sqlalchemy.pool import NullPool
 from slotward.adapters.store.instants import from_us
 from slotward.adapters.store.postgres import PostgresStore
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.waits import Waits
 from slotward.engine.attendees import attendee_id_for_email, parse_attendees
 from slotward.engine.clock import FixedClock, TimeOrderedIds
-from slotward.engine.errors import SlotConflict
+from slotward.engine.errors import SlotConflict, Unavailable
 from slotward.engine.lifecycle import expire_due
 from slotward.engine.model import Principal, Reply
 from slotward.engine.placing import HoldRequest, place_hold
@@ -38,6 +39,7 @@ MAX_HOLD = timedelta(hours=24)
 POLICY = Policy()
 IDS = TimeOrderedIds()
 _NAMES = itertools.count(1)
+EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 
 
 @pytest.fixture
@@ -202,3 +204,28 @@ def test_the_overlap_query_uses_its_index_under_custom_plans(sync_db: Engine) ->
     joined = "\n".join(plan)
     assert "ix_hold_attendees_overlap" in joined, joined
     assert "Seq Scan" not in joined, joined
+
+
+async def test_a_runaway_statement_is_cancelled_by_the_server_as_a_503(db_url: str) -> None:
+    bounded = await PostgresStore.open(db_url, MAX_HOLD, Waits(queue_seconds=0.3))
+    try:
+        with pytest.raises(Unavailable):
+            await bounded.read(lambda uow: uow._conn.exec_driver_sql("SELECT pg_sleep(5)"))  # type: ignore[attr-defined]
+        assert await bounded.read(lambda uow: uow._conn.exec_driver_sql("SELECT 1").scalar()) == 1  # type: ignore[attr-defined]
+    finally:
+        await bounded.close()
+
+
+async def test_migrating_waits_for_another_migration_however_long_it_takes(
+    db_url: str, sync_db: Engine
+) -> None:
+    bounded = PostgresStore(db_url, MAX_HOLD, Waits(queue_seconds=0.1, lock_seconds=0.1))
+    try:
+        with sync_db.connect() as other, other.begin():
+            other.execute(text("SELECT pg_advisory_xact_lock(73912026)"))  # a migration running
+            migrating = asyncio.ensure_future(bounded.migrate())
+            await asyncio.sleep(0.5)  # past lock_timeout and statement_timeout
+            assert not migrating.done()
+        await asyncio.wait_for(migrating, EVENT_WAIT)
+    finally:
+        await bounded.close()

@@ -22,11 +22,12 @@ from sqlalchemy.exc import IntegrityError
 from slotward.adapters.store import tables
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.sqlite import SqliteStore
+from slotward.adapters.store.waits import Waits
 from slotward.engine.attendees import attendee_id_for_email, parse_attendees
 from slotward.engine.audit import verify_chain
 from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.effects import audit, emit
-from slotward.engine.errors import SlotConflict
+from slotward.engine.errors import SlotConflict, Unavailable
 from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord, Principal, Reply
 from slotward.engine.placing import HoldRequest, place_hold
 from slotward.engine.policy import Policy
@@ -524,3 +525,39 @@ async def test_the_overlap_query_reaches_holds_by_id_not_by_scanning_live_holds(
     assert holds_steps, plan
     assert not any(step.startswith("SCAN holds") for step in holds_steps), plan
     assert not any("ix_holds_status_expires" in step for step in holds_steps), plan
+
+
+# -- bounded waits ---------------------------------------------------------------------------
+
+
+async def test_a_write_that_waited_its_whole_timeout_for_the_writer_never_runs(
+    db_url: str,
+) -> None:
+    bounded = SqliteStore.open(db_url, MAX_HOLD, Waits(queue_seconds=0.2))
+    started = threading.Event()
+    release = threading.Event()
+    ran: list[str] = []
+
+    def slow(uow: UnitOfWork) -> None:  # keeps the one writer thread busy
+        started.set()
+        release.wait(EVENT_WAIT)
+        ran.append("slow")
+
+    def queued(uow: UnitOfWork) -> None:
+        ran.append("queued")
+
+    try:
+        first = asyncio.ensure_future(bounded.write(slow))
+        assert await asyncio.to_thread(started.wait, EVENT_WAIT)
+        second = asyncio.ensure_future(bounded.write(queued))
+        await asyncio.sleep(0.4)  # longer than the bound: the queued call's deadline passes
+        release.set()
+        await first
+        with pytest.raises(Unavailable, match="too busy"):
+            await second
+        assert ran == ["slow"]  # refused before it started: nothing of it ran
+        await bounded.write(queued)  # a call that did not wait runs as usual
+        assert ran == ["slow", "queued"]
+    finally:
+        release.set()
+        await bounded.close()

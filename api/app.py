@@ -12,11 +12,11 @@ from aiohttp import web
 
 from slotward.adapters.store.postgres import PostgresStore
 from slotward.adapters.store.sqlite import SqliteStore
-from slotward.api.auth import KeyCache
 from slotward.api.config import Config
 from slotward.api.context import SERVICES, Services
 from slotward.api.inflight import Completions, InFlight
 from slotward.api.jsonbody import MAX_BODY_BYTES
+from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
@@ -69,8 +69,11 @@ async def bootstrap(
         keys=KeyCache(
             chosen,
             config.key_cache_seconds,
-            RateLimiter(config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit)),
+            RateLimiter(
+                config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit), clock
+            ),
             config.key_hasher(),
+            clock,
         ),
         inflight=InFlight(config.inflight_wait_ms / 1000),
         metrics=metrics,

@@ -92,7 +92,9 @@ class Config:
             )
 
     def waits(self) -> Waits:
-        return Waits(self.store_timeout_seconds, self.lock_timeout_seconds)
+        """How long a request may wait for the store (adapters/store/waits.py)."""
+        statement = max(self.store_timeout_seconds, 30.0)  # audit verification reads in batches
+        return Waits(self.store_timeout_seconds, self.lock_timeout_seconds, statement)
 
     def key_hasher(self) -> KeyHasher:
         return KeyHasher(None if self.key_pepper is None else self.key_pepper.encode())
@@ -116,9 +118,10 @@ class Config:
             raise InvalidRequest(
                 "the store timeout must be 0.1 to 300 seconds", code="invalid_config"
             )
-        if not 0.1 <= self.lock_timeout_seconds <= 60:
+        if not 0.1 <= self.lock_timeout_seconds <= min(60, self.store_timeout_seconds):
             raise InvalidRequest(
-                "the lock timeout must be 0.1 to 60 seconds", code="invalid_config"
+                "the lock timeout must be 0.1 to 60 seconds, and at most the store timeout",
+                code="invalid_config",
             )
         if self.rate_burst < 0:
             raise InvalidRequest("the rate burst may not be negative", code="invalid_config")
@@ -168,7 +171,11 @@ def _rate(env: Mapping[str, str]) -> float:
     raw = env.get("SLOTWARD_RATE_LIMIT")
     if raw is None:
         return Config.rate_limit
-    return 0.0 if raw.strip() == "0" else _float(env, "SLOTWARD_RATE_LIMIT", Config.rate_limit)
+    try:
+        off = float(raw) == 0
+    except ValueError:
+        off = False  # refused below, with the usual message
+    return 0.0 if off else _float(env, "SLOTWARD_RATE_LIMIT", Config.rate_limit)
 
 
 def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:

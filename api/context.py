@@ -6,8 +6,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from slotward.api.auth import KeyCache
 from slotward.api.inflight import Completions, InFlight
+from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
 from slotward.api.storms import StormWatch
 from slotward.engine.policy import Policy

@@ -1,21 +1,21 @@
-"""A per-agent request rate limit: a token bucket per (tenant, agent), per process.
+"""Token buckets: the per-agent request rate, and failed key checks per key id.
 
 ``SLOTWARD_RATE_LIMIT`` requests per second (50 by default, 0 turns it off),
 with a burst of ``SLOTWARD_RATE_BURST`` (twice the rate by default): far above
 what an agent thinking between calls sends, far below a runaway retry loop.
 Each server process keeps its own buckets, so with ``--workers N`` an agent
-may reach N times the rate.
+may reach N times the rate. Time is the service clock's, so tests step it.
 """
 
 from __future__ import annotations
 
 import math
-import time
-from collections.abc import Callable
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 from slotward.engine.errors import RateLimited
 from slotward.engine.model import Principal
+from slotward.engine.ports import Clock
 
 __all__ = ["RateLimiter"]
 
@@ -31,44 +31,46 @@ class _Bucket:
 class RateLimiter:
     """``admit`` raises :class:`RateLimited` (429, ``Retry-After``) past the rate."""
 
-    def __init__(
-        self, rate: float, burst: int, monotonic: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, rate: float, burst: int, clock: Clock) -> None:
         self._rate = rate
         self._burst = float(max(1, burst))
-        self._now = monotonic
-        self._buckets: dict[tuple[str, str], _Bucket] = {}
+        self._clock = clock
+        self._buckets: dict[Hashable, _Bucket] = {}
 
     @property
     def enabled(self) -> bool:
         return self._rate > 0
 
     def admit(self, principal: Principal) -> None:
+        """Count one request of ``principal``'s agent."""
+        self.take(
+            (principal.tenant, principal.agent_id),
+            f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s",
+        )
+
+    def take(self, slot: Hashable, refusal: str) -> None:
+        """Take a token from ``slot``'s bucket, or refuse with ``refusal``."""
         if not self.enabled:
             return
-        now = self._now()
-        slot = (principal.tenant, principal.agent_id)
+        now = self._clock.now().timestamp()
         bucket = self._buckets.get(slot)
         if bucket is None:
             if len(self._buckets) >= _MAX_BUCKETS:
                 self._forget_full(now)
             bucket = self._buckets[slot] = _Bucket(self._burst, now)
-        bucket.tokens = min(self._burst, bucket.tokens + (now - bucket.at) * self._rate)
-        bucket.at = now
+        elapsed = max(0.0, now - bucket.at)  # a clock set back refills nothing
+        bucket.tokens = min(self._burst, bucket.tokens + elapsed * self._rate)
+        bucket.at = max(bucket.at, now)
         if bucket.tokens >= 1:
             bucket.tokens -= 1
             return
         wait = math.ceil((1 - bucket.tokens) / self._rate)
-        raise RateLimited(
-            f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s;"
-            f" retry in {wait} s",
-            retry_after=wait,
-        )
+        raise RateLimited(f"{refusal}; retry in {wait} s", retry_after=wait)
 
     def _forget_full(self, now: float) -> None:
         full = [
             slot for slot, b in self._buckets.items()
-            if b.tokens + (now - b.at) * self._rate >= self._burst
+            if b.tokens + max(0.0, now - b.at) * self._rate >= self._burst
         ]  # fmt: skip
         for slot in full:
             del self._buckets[slot]

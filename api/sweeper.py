@@ -11,6 +11,7 @@ import asyncio
 import logging
 
 from slotward.api.context import Services
+from slotward.engine.errors import Unavailable
 from slotward.engine.lifecycle import expire_due
 from slotward.engine.retention import purge_expired, purge_replay_seconds
 
@@ -43,6 +44,8 @@ async def sweep_forever(svc: Services, interval: float) -> None:
     while True:
         try:
             await sweep_once(svc)
+        except Unavailable as busy:  # the store is busy or away: no traceback to read
+            log.warning("sweep deferred: %s; trying again next interval", busy)
         except Exception:
             log.exception("sweep failed; trying again next interval")
         await asyncio.sleep(interval)

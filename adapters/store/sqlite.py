@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -77,6 +76,33 @@ def _translated(fn: Callable[[UnitOfWork], T], uow: UnitOfWork) -> T:
         raise Unavailable(f"the database is unavailable: {exc.orig}", retry_after=1) from exc
 
 
+class _Job:
+    """A call in line for a thread: started by the thread or abandoned by its
+    caller, whichever comes first, never both."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._started = False
+        self._abandoned = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self._abandoned:
+                raise Unavailable("the store is too busy; retry shortly", retry_after=1)
+            self._started = True
+
+    def abandon(self) -> bool:
+        """Abandon the call unless a thread has started it; True if abandoned."""
+        with self._lock:
+            self._abandoned = not self._started
+            return self._abandoned
+
+
+def _discard(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # retrieved: an abandoned call's refusal is not news
+
+
 class SqliteStore:
     """Runs use cases on a SQLite file: writes on one thread, reads on a pool."""
 
@@ -107,6 +133,9 @@ class SqliteStore:
 
     def migrate(self) -> None:
         with self._engine.connect() as conn:
+            # Another process may be migrating the same file: wait for it
+            # (10 min at most), not the lock timeout meant for requests.
+            conn.exec_driver_sql("PRAGMA busy_timeout=600000")
             upgrade(conn)
             conn.commit()
 
@@ -124,38 +153,46 @@ class SqliteStore:
                 self._reader_conns.append(conn)
         return conn
 
-    def _run_write(self, fn: Callable[[UnitOfWork], T], queued: float | None = None) -> T:
-        self._check_wait(queued)
+    def _run_write(self, fn: Callable[[UnitOfWork], T], job: _Job | None = None) -> T:
+        if job is not None:
+            job.start()
         uow = SqlUnitOfWork(self._writer_conn(), self._max_hold, begin="BEGIN IMMEDIATE")
         return _translated(fn, uow)
 
-    def _run_read(self, fn: Callable[[UnitOfWork], T], queued: float | None = None) -> T:
-        self._check_wait(queued)
+    def _run_read(self, fn: Callable[[UnitOfWork], T], job: _Job | None = None) -> T:
+        if job is not None:
+            job.start()
         return _translated(fn, SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
-
-    def _check_wait(self, queued: float | None) -> None:
-        # A call that waited its whole timeout for a thread is refused before
-        # it starts, so nothing of it runs: the answer is a clean 503.
-        if queued is not None and time.monotonic() - queued > self._queue_seconds:
-            raise Unavailable("the store is too busy; retry shortly", retry_after=1)
 
     def run_write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` as a write transaction from synchronous code (CLI, tests)."""
         return self._writer.submit(self._run_write, fn).result()
 
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
-        loop = asyncio.get_running_loop()
-        queued = time.monotonic()
-        return await loop.run_in_executor(
-            self._writer, functools.partial(self._run_write, fn, queued)
-        )
+        return await self._queued(self._writer, self._run_write, fn)
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
-        loop = asyncio.get_running_loop()
-        queued = time.monotonic()
-        return await loop.run_in_executor(
-            self._readers, functools.partial(self._run_read, fn, queued)
-        )
+        return await self._queued(self._readers, self._run_read, fn)
+
+    async def _queued(
+        self,
+        pool: ThreadPoolExecutor,
+        run: Callable[[Callable[[UnitOfWork], T], _Job], T],
+        fn: Callable[[UnitOfWork], T],
+    ) -> T:
+        """Run ``fn`` on ``pool``; refused (503) if no thread took it in time.
+
+        A call still in line after the store timeout is abandoned: its thread
+        will skip it, so nothing of it runs. One already started runs to its
+        end (SQLite's own busy timeout bounds its lock waits).
+        """
+        job = _Job()
+        future = asyncio.get_running_loop().run_in_executor(pool, functools.partial(run, fn, job))
+        done, _ = await asyncio.wait({future}, timeout=self._queue_seconds)
+        if not done and job.abandon():
+            future.add_done_callback(_discard)
+            raise Unavailable("the store is too busy; retry shortly", retry_after=1)
+        return await future
 
     async def close(self) -> None:
         self._writer.submit(self._close_writer).result()

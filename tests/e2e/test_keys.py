@@ -110,12 +110,21 @@ async def test_with_a_pepper_new_keys_are_peppered_and_older_keys_still_work(
     server: Server, config_overrides: dict[str, Any]
 ) -> None:
     unpeppered_id, unpeppered = await _make(server, KeyHasher(log_n=6), agent="before")
-    legacy = "sw_" + "L" * 43  # a key from before scrypt: stored as plain SHA-256
-    server.sql(
-        "INSERT INTO api_keys (id, key_hash, tenant, agent_id, role, priority, created_us)"
-        " VALUES ('key_legacy', ?, 'acme', 'legacy', 'agent', 50, 0)",
-        hashlib.sha256(legacy.encode()).hexdigest(),
-    )
+    legacy = "sw_" + "L" * 43  # keys from before scrypt: plain SHA-256, or its HMAC
+    legacy_peppered = "sw_" + "P" * 43
+    for key_id, stored in (
+        ("key_legacy", hashlib.sha256(legacy.encode()).hexdigest()),
+        (
+            "key_legacy_hmac",
+            hmac.new(PEPPER.encode(), legacy_peppered.encode(), "sha256").hexdigest(),
+        ),
+    ):
+        server.sql(
+            "INSERT INTO api_keys (id, key_hash, tenant, agent_id, role, priority, created_us)"
+            " VALUES (?, ?, 'acme', 'legacy', 'agent', 50, 0)",
+            key_id,
+            stored,
+        )
     key_id, secret = await _make(server, KeyHasher(PEPPER.encode(), log_n=6))
     stored = _stored(server, key_id)
     assert stored.startswith("scryptp$6$8$1$")
@@ -123,7 +132,7 @@ async def test_with_a_pepper_new_keys_are_peppered_and_older_keys_still_work(
     expected = hashlib.scrypt(peppered_input, salt=key_id.encode(), n=2**6, r=8, p=1, dklen=32)
     assert base64.urlsafe_b64decode(stored.split("$")[-1] + "=") == expected
     assert _stored(server, unpeppered_id).startswith("scrypt$6$")
-    for made in (secret, unpeppered, legacy):
+    for made in (secret, unpeppered, legacy, legacy_peppered):
         assert (await Client(server.session, server.base, made).get("/v1/holds")).status == 200
 
 

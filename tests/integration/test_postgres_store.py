@@ -207,7 +207,7 @@ def test_the_overlap_query_uses_its_index_under_custom_plans(sync_db: Engine) ->
 
 
 async def test_a_runaway_statement_is_cancelled_by_the_server_as_a_503(db_url: str) -> None:
-    bounded = await PostgresStore.open(db_url, MAX_HOLD, Waits(queue_seconds=0.3))
+    bounded = await PostgresStore.open(db_url, MAX_HOLD, Waits(statement_seconds=0.3))
     try:
         with pytest.raises(Unavailable):
             await bounded.read(lambda uow: uow._conn.exec_driver_sql("SELECT pg_sleep(5)"))  # type: ignore[attr-defined]
@@ -219,7 +219,9 @@ async def test_a_runaway_statement_is_cancelled_by_the_server_as_a_503(db_url: s
 async def test_migrating_waits_for_another_migration_however_long_it_takes(
     db_url: str, sync_db: Engine
 ) -> None:
-    bounded = PostgresStore(db_url, MAX_HOLD, Waits(queue_seconds=0.1, lock_seconds=0.1))
+    bounded = PostgresStore(
+        db_url, MAX_HOLD, Waits(queue_seconds=0.1, lock_seconds=0.1, statement_seconds=0.1)
+    )
     try:
         with sync_db.connect() as other, other.begin():
             other.execute(text("SELECT pg_advisory_xact_lock(73912026)"))  # a migration running

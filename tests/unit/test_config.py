@@ -48,6 +48,7 @@ def test_thirty_days_of_retention_is_the_most() -> None:
 def test_the_rate_limit_is_on_by_default_and_zero_turns_it_off() -> None:
     assert Config.from_env({}).rate_limit == 50
     assert Config.from_env({"SLOTWARD_RATE_LIMIT": " 0 "}).rate_limit == 0
+    assert Config.from_env({"SLOTWARD_RATE_LIMIT": "0.0"}).rate_limit == 0
     assert Config.from_env({"SLOTWARD_RATE_LIMIT": "0"}).rate_limit == 0
     assert Config.from_env({"SLOTWARD_RATE_LIMIT": "2.5"}).rate_limit == 2.5
 
@@ -56,7 +57,13 @@ def test_store_waits_are_read_and_bounded() -> None:
     config = Config.from_env({"SLOTWARD_STORE_TIMEOUT": "12", "SLOTWARD_LOCK_TIMEOUT": "0.5"})
     assert (config.waits().queue_seconds, config.waits().lock_seconds) == (12, 0.5)
     assert (Config().waits().queue_seconds, Config().waits().lock_seconds) == (30, 5)
-    for name, value in (("SLOTWARD_STORE_TIMEOUT", "301"), ("SLOTWARD_LOCK_TIMEOUT", "0.05")):
+    refused_settings = [
+        {"SLOTWARD_STORE_TIMEOUT": "301"},
+        {"SLOTWARD_LOCK_TIMEOUT": "0.05"},
+        {"SLOTWARD_STORE_TIMEOUT": "2", "SLOTWARD_LOCK_TIMEOUT": "3"},  # a lock wait is in line
+    ]
+    for env in refused_settings:
         with pytest.raises(InvalidRequest) as refused:
-            Config.from_env({name: value}).policy()
+            Config.from_env(env).policy()
         assert refused.value.code == "invalid_config"
+    assert Config.from_env({"SLOTWARD_STORE_TIMEOUT": "0.5"}).waits().statement_seconds == 30

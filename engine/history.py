@@ -4,7 +4,9 @@ Tests and benchmarks record every call they make (:class:`Call`: the request,
 the answer with its headers and body, and the client's times) and then read the
 store once (:class:`Snapshot`). :func:`check` returns every broken promise of
 DESIGN sections 3-5 as a :class:`Violation`; an empty list means the history is
-consistent. Each rule is also a function of its own, so a test can aim at one.
+consistent. Each rule is also a function of its own, so a test can aim at one;
+the intent rule and the token rule live in ``history_intents`` and
+``history_tokens``, and every rule is exported from here.
 
 A call without an answer (a timeout, a connection a killed server reset) has
 ``status=None``: it is *indeterminate*, it may or may not have taken effect. No
@@ -20,9 +22,11 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from slotward.engine.executions import stored_key
+from slotward.engine.history_intents import one_key_per_intent
+from slotward.engine.history_tokens import commits_with_current_token
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord
 from slotward.engine.recorded import Call, Op, Snapshot, Violation
 
@@ -37,6 +41,7 @@ __all__ = [
     "commits_with_current_token",
     "no_overlap",
     "one_effect_per_key",
+    "one_key_per_intent",
     "preemption_by_higher_priority",
     "replays_identical",
 ]
@@ -153,66 +158,6 @@ def preemption_by_higher_priority(
     return out
 
 
-def commits_with_current_token(
-    calls: Sequence[Call], snapshot: Snapshot, now: datetime
-) -> list[Violation]:
-    """A fresh commit moves the token on by one; every committed hold had its commit."""
-    rule = "commits_with_current_token"
-    out = []
-    fresh: dict[tuple[str, str | None], dict[str, Any]] = {}
-    for call in calls:
-        if call.op != "commit" or not call.fresh:
-            continue
-        doc, sent = call.document(), call.request.get("token")
-        fresh[call.tenant, call.target] = doc
-        moved_on = isinstance(sent, int) and doc.get("token") == sent + 1
-        if doc.get("status") != "committed" or not moved_on:
-            out.append(Violation(rule, f"commit of {call.target} with token {sent} answered "
-                                 f"{doc.get('status')} token {doc.get('token')}",
-                                 (str(call.target),)))  # fmt: skip
-    out += _outdated_tokens(rule, calls)
-    unanswered = {(c.tenant, c.target) for c in calls if c.op == "commit" and c.status is None}
-    for hold in snapshot.holds:
-        if hold.committed_at is None:
-            continue
-        answered = fresh.get((hold.tenant, hold.id))
-        if answered is None and (hold.tenant, hold.id) not in unanswered:
-            out.append(Violation(rule, f"{hold.id} is committed but no commit said so",
-                                 (hold.id,)))  # fmt: skip
-        elif answered and hold.status is HoldStatus.COMMITTED and answered["token"] != hold.token:
-            out.append(Violation(rule, f"{hold.id} has token {hold.token}, its commit answered "
-                                 f"{answered.get('token')}", (hold.id,)))  # fmt: skip
-    return out
-
-
-def _outdated_tokens(rule: str, calls: Sequence[Call]) -> list[Violation]:
-    """A commit that succeeded with a token some earlier answer had already moved past.
-
-    Every answer about a hold carries its token; a commit that was sent token
-    ``t`` after an answer showed the hold at a later token (released, or
-    committed before) must have been refused.
-    """
-    shown: defaultdict[tuple[str, str], list[tuple[float, int]]] = defaultdict(list)
-    for call in calls:
-        doc = call.document()
-        hold_id = call.target if call.op in ("commit", "release") else doc.get("id")
-        if call.ok and call.op in ("create", "commit", "release") and hold_id is not None:
-            token = doc.get("token")
-            if isinstance(token, int) and call.completed_at is not None:
-                shown[call.tenant, str(hold_id)].append((call.completed_at, token))
-    out = []
-    for call in calls:
-        sent = call.request.get("token")
-        if call.op != "commit" or not call.fresh or not isinstance(sent, int):
-            continue
-        earlier = [t for at, t in shown[call.tenant, str(call.target)] if at < call.invoked_at]
-        if earlier and max(earlier) > sent:
-            out.append(Violation(rule, f"commit of {call.target} with token {sent} succeeded after"
-                                 f" an answer showed token {max(earlier)}",
-                                 (str(call.target),)))  # fmt: skip
-    return out
-
-
 def acknowledged_writes_present(
     calls: Sequence[Call], snapshot: Snapshot, now: datetime
 ) -> list[Violation]:
@@ -267,7 +212,17 @@ def _moved(call: Call, seen: _Seen) -> str | None:
         return f"{hold.id} answered {said} to a release, reads {reads}"
     if call.op == "commit" and not _still_committed(hold, seen.calls):
         return f"committed {hold.id} reads {reads}"
+    # A release that found the hold released already answers so too: some
+    # release was logged either way. One that found it preempted logs nothing.
+    if (
+        said in ("committed", "released")
+        and (hold.tenant, hold.id, _LOGS[said]) not in seen.audited
+    ):
+        return f"the {call.op} of {hold.id} is not audited"
     return None
+
+
+_LOGS = {"committed": "hold.commit", "released": "hold.release"}
 
 
 def _leased(call: Call, seen: _Seen) -> str | None:
@@ -348,6 +303,6 @@ def _group(items: Iterable[_T], by: Callable[[_T], _K]) -> dict[_K, list[_T]]:
 
 
 RULES: tuple[Rule, ...] = (
-    one_effect_per_key, no_overlap, preemption_by_higher_priority,
+    one_effect_per_key, one_key_per_intent, no_overlap, preemption_by_higher_priority,
     commits_with_current_token, acknowledged_writes_present, replays_identical,
 )  # fmt: skip

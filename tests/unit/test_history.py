@@ -25,6 +25,7 @@ from slotward.engine.history import (
     commits_with_current_token,
     no_overlap,
     one_effect_per_key,
+    one_key_per_intent,
     preemption_by_higher_priority,
     replays_identical,
 )
@@ -78,19 +79,25 @@ class World:
             self.call("create", {"workflow_id": hold.workflow_id},
                       _answer(201, body, public, replayed=n > 0))  # fmt: skip
         self.record(hold.key, 201, body, hold_id=hold.id)
-        head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, "0" * 64)
-        self.audit.append(next_entry(head, tenant="acme", at=NOW, actor="agent-a",
-                                     action="hold.create", key=hold.key, hold_id=hold.id,
-                                     outcome="fresh"))  # fmt: skip
+        self.log("hold.create", hold.id, hold.key)
         self.holds[hold.id] = hold
         return body
 
+    def log(self, action: str, hold_id: str, key: str | None = None) -> None:
+        """Append to the audit chain, as the engine does beside each change."""
+        head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, "0" * 64)
+        self.audit.append(next_entry(head, tenant="acme", at=NOW, actor="agent-a",
+                                     action=action, key=key, hold_id=hold_id,
+                                     outcome="fresh"))  # fmt: skip
+
     def act(self, op: Any, hold: Hold, token: int | None = None) -> None:
+        """A fresh commit or release of ``hold`` (as it is afterwards), answered and logged."""
         body = encode(hold_document(hold, NOW))
         key = f"idem_{op}_{hold.id}"
         self.call(op, {} if token is None else {"token": token}, _answer(200, body, key),
                   target=hold.id)  # fmt: skip
         self.record(key, 200, body, hold_id=hold.id)
+        self.log(f"hold.{op}", hold.id, key)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(tuple(self.holds.values()), tuple(self.ledger), tuple(self.audit))
@@ -105,6 +112,7 @@ def _world() -> World:
     w.create(_hold("b", "room-2", priority=10))
     w.create(_hold("c", "room-2", priority=90))
     w.holds["b"] = replace(w.holds["b"], status=HoldStatus.PREEMPTED, token=2, preempted_by="c")
+    w.log("hold.preempt", "b", "client:k-b")
     d = _hold("d", "room-3")
     w.create(d)
     w.holds["d"] = replace(d, status=HoldStatus.RELEASED, token=2)
@@ -122,6 +130,7 @@ def _world() -> World:
 
 RULES = [
     one_effect_per_key,
+    one_key_per_intent,
     no_overlap,
     preemption_by_higher_priority,
     commits_with_current_token,
@@ -233,7 +242,8 @@ def test_a_commit_that_skips_a_token_is_reported() -> None:
     w.calls[w.calls.index(commit)] = replace(commit, request={"token": 0})
     found = commits_with_current_token(w.calls, w.snapshot(), NOW)
     assert {v.ids for v in found} == {("a",)}
-    assert len(found) == 2  # not moved on by one, and older than the create's token
+    # not moved on by one, older than the create's token, and not the audit log's token
+    assert len(found) == 3
     assert [v for v in check(w.calls, w.snapshot(), NOW) if v.rule != found[0].rule] == []
 
 
@@ -266,7 +276,11 @@ def test_a_committed_hold_without_its_commit_is_reported_unless_the_commit_went_
 def test_a_committed_hold_whose_token_moved_without_a_call_is_reported() -> None:
     w = _world()
     w.holds["a"] = replace(w.holds["a"], token=5)
-    _only("commits_with_current_token", commits_with_current_token(w.calls, w.snapshot(), NOW))
+    found = commits_with_current_token(w.calls, w.snapshot(), NOW)
+    assert [v.detail for v in found] == [
+        "a has token 5, its commit answered 2",
+        "a is stored committed with token 5, its audit log leaves it committed with token 2",
+    ]
 
 
 def test_a_missing_acknowledged_hold_is_reported() -> None:
@@ -363,6 +377,7 @@ def _lost_then_replayed(w: World, op: Any, hold: Hold, token: int | None = None)
     w.call(op, request, _answer(None, b"", key), target=hold.id)
     w.call(op, request, _answer(200, body, key, replayed=True), target=hold.id)
     w.record(key, 200, body, hold_id=hold.id)
+    w.log(f"hold.{op}", hold.id, key)
 
 
 def test_a_change_acknowledged_only_by_a_replay_must_be_there() -> None:
@@ -393,3 +408,159 @@ def test_a_create_acknowledged_only_by_a_replay_must_be_recorded_and_audited() -
     assert check(w.calls, w.snapshot(), NOW) == []
     w.audit.pop()  # its audit entry lost
     _only("acknowledged_writes_present", acknowledged_writes_present(w.calls, w.snapshot(), NOW))
+
+
+# Intent labels: every call of one label lands on one key and one effect.
+
+
+def _label(w: World, intent: str, workflow: str) -> None:
+    """Label every create of ``workflow`` with ``intent``."""
+    w.calls = [
+        replace(c, intent=intent) if c.request.get("workflow_id") == workflow else c
+        for c in w.calls
+    ]
+
+
+def _rebook(w: World, hold_id: str, room: str) -> None:
+    """A retry of ``wf-<hold_id>``'s create answered with a new hold under a new key:
+    the fault (a rephrasing that derived another key)."""
+    again = f"{hold_id}2"
+    w.create(_hold(again, room, workflow_id=f"wf-{hold_id}", intent_fp=f"fp-{hold_id}"))
+
+
+def test_an_intent_answered_under_two_keys_is_reported_only_when_labelled() -> None:
+    w = _world()
+    g = _hold("g", "room-7")
+    w.create(g)
+    w.holds["g"] = replace(g, status=HoldStatus.RELEASED, token=2)
+    w.act("release", w.holds["g"])
+    _rebook(w, "g", "room-7")
+    assert check(w.calls, w.snapshot(), NOW) == []  # grouped by key, nothing shows
+    _label(w, "book-g", "wf-g")
+    found = check(w.calls, w.snapshot(), NOW)
+    assert {v.rule for v in found} == {"one_key_per_intent"}
+    assert sorted(v.ids for v in found) == [("book-g", "g", "g2"), ("book-g", "k-g", "k-g2")]
+    assert any(v.detail.endswith("under 2 keys (2 of them stored)") for v in found)
+
+
+def _lost(w: World, index: int) -> None:
+    w.calls[index] = replace(w.calls[index], status=None, body=b"", headers={})
+
+
+def test_an_intent_whose_first_answer_was_lost_must_not_land_twice() -> None:
+    """The first create acted but its answer was lost; its hold expired; the retry
+    (same label) booked a second hold under another key. No answer names the first."""
+    w = _world()
+    w.create(_hold("h", "room-8", expires_at=NOW))  # expired, as readers see it
+    _lost(w, -1)
+    _rebook(w, "h", "room-8")
+    assert check(w.calls, w.snapshot(), NOW) == []
+    _label(w, "book-h", "wf-h")
+    found = _only("one_key_per_intent", check(w.calls, w.snapshot(), NOW))
+    assert found.ids == ("book-h", "h", "h2")
+
+
+@pytest.mark.parametrize("other", [None, "book-other"])
+def test_a_hold_another_unanswered_call_may_have_made_is_not_blamed(other: str | None) -> None:
+    w = _world()
+    w.create(_hold("h", "room-8", expires_at=NOW))
+    _lost(w, -1)
+    _rebook(w, "h", "room-8")
+    _label(w, "book-h", "wf-h")
+    w.call("create", {"workflow_id": "wf-h"}, {"status": None}, intent=other)
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def test_labels_are_held_apart_per_operation() -> None:
+    """A create and the commit of its hold may share a label: their keys differ."""
+    w = _world()
+    on_a = [c for c in w.calls if "a" in (c.target, c.document().get("id"))]
+    w.calls = [replace(c, intent="book-a") if c in on_a else c for c in w.calls]
+    assert {c.op for c in w.calls if c.intent} == {"create", "commit"}
+    assert check(w.calls, w.snapshot(), NOW) == []
+    commit = next(c for c in w.calls if c.op == "commit")
+    moved = {"Idempotency-Key": "idem_commit_a2", "Idempotent-Replayed": "true"}
+    w.calls.append(replace(commit, headers=moved))  # the same answer, under another key
+    found = _only("one_key_per_intent", check(w.calls, w.snapshot(), NOW))
+    assert found.ids == ("book-a", "idem_commit_a", "idem_commit_a2")
+
+
+def test_an_execution_label_keeps_its_key_across_takeovers() -> None:
+    first = _lease_call("lease_1", "2030-10-01T09:00:30Z")
+    takeover = _lease_call("lease_2", "2030-10-01T09:01:00Z")
+    calls = [replace(first, intent="send"), replace(takeover, intent="send")]
+    assert one_key_per_intent(calls, Snapshot(), NOW) == []
+    moved = replace(calls[1], headers={**takeover.headers, "Idempotency-Key": "job3"})
+    _only("one_key_per_intent", one_key_per_intent([calls[0], moved], Snapshot(), NOW))
+
+
+# The audit log: token moves nobody was told of.
+
+
+def _preempted_unseen(w: World) -> Hold:
+    """Hold p (priority 10) preempted by q (90), whose answer was lost; q expired since."""
+    p = _hold("p", "room-9", priority=10)
+    w.create(p)
+    w.create(_hold("q", "room-9", priority=90, expires_at=NOW))
+    _lost(w, -1)
+    w.holds["p"] = replace(p, status=HoldStatus.PREEMPTED, token=2, preempted_by="q")
+    w.log("hold.preempt", "p", p.key)
+    return p
+
+
+def test_a_preemption_nobody_was_told_of_is_consistent() -> None:
+    w = _world()
+    _preempted_unseen(w)
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def test_a_commit_after_a_preemption_nobody_was_told_of_is_reported() -> None:
+    w = _world()
+    p = _preempted_unseen(w)
+    committed = replace(p, status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    w.act("commit", committed, token=1)  # a buggy server took the token the owner knew
+    w.holds["p"] = committed
+    found = check(w.calls, w.snapshot(), NOW)
+    assert {v.rule for v in found} == {"commits_with_current_token"}
+    assert {v.ids for v in found} == {("p",)}
+    details = sorted(v.detail for v in found)
+    preempt, commit = (e.seq for e in w.audit if e.action in ("hold.preempt", "hold.commit")
+                       and e.hold_id == "p")  # fmt: skip
+    assert (
+        details[0] == f"audit seq {commit} of acme: hold.commit of p, preempted since seq {preempt}"
+    )
+    assert "the audit log had moved it to token 2" in details[1]
+    assert "its audit log leaves it committed with token 3" in details[2]
+    w.audit = [e for e in w.audit if (e.action, e.hold_id) != ("hold.preempt", "p")]
+    w.holds["p"] = replace(committed, token=2)
+    assert commits_with_current_token(w.calls, w.snapshot(), NOW) == []  # it rests on the log
+
+
+def test_an_unanswered_commit_after_a_preemption_blames_the_log_not_the_call() -> None:
+    w = _world()
+    p = _preempted_unseen(w)
+    w.call("commit", {"token": 1}, {"status": None}, target="p")
+    assert check(w.calls, w.snapshot(), NOW) == []  # refused, as it should be: nothing logged
+    w.log("hold.commit", "p", "idem_commit_p")  # yet the log says it committed
+    w.holds["p"] = replace(p, status=HoldStatus.COMMITTED, token=3, committed_at=NOW)
+    found = _only("commits_with_current_token", check(w.calls, w.snapshot(), NOW))
+    assert "hold.commit of p, preempted since" in found.detail
+
+
+def test_a_hold_stored_unlike_its_audit_log_is_reported() -> None:
+    w = _world()
+    w.holds["d"] = replace(w.holds["d"], status=HoldStatus.HELD, token=1)  # release undone
+    found = commits_with_current_token(w.calls, w.snapshot(), NOW)
+    assert [v.detail for v in found] == [
+        "d is stored held with token 1, its audit log leaves it released with token 2"
+    ]
+
+
+def test_a_commit_or_release_without_its_audit_entry_is_a_lost_write() -> None:
+    for action in ("hold.commit", "hold.release"):
+        w = _world()
+        w.audit = [e for e in w.audit if e.action != action]
+        found = _only(
+            "acknowledged_writes_present", acknowledged_writes_present(w.calls, w.snapshot(), NOW)
+        )
+        assert found.detail.endswith("is not audited")

@@ -113,3 +113,53 @@ async def test_another_tenants_ids_answer_404_on_every_route(server: Server, rou
     assert answer.status == 404, answer.body[:300]
     after = server.table_counts()
     assert after == before  # nothing written for a refused stranger
+
+
+# Values for every query parameter of every list route, aimed at the other
+# tenant's data. A new parameter fails the test until it is given one here.
+def _aimed_at(owner: dict[str, str]) -> dict[str, list[str]]:
+    return {
+        "workflow_id": [owner["workflow_id"]],
+        "status": ["held,committed,released,expired,preempted"],
+        "attendee": [owner["email"]],
+        "attendees": [owner["email"]],
+        "cursor": [owner["holds_cursor"], owner["audit_cursor"], "0", "1"],
+        "limit": ["1", "200"],
+        "from": ["2030-10-01T00:00:00Z"],
+        "to": ["2030-10-30T00:00:00Z"],
+        "timezone": ["UTC"],
+        "duration_minutes": ["30"],
+    }
+
+
+async def test_no_list_parameter_reaches_another_tenant(server: Server) -> None:
+    owner = await server.key(tenant="acme", agent="owner")
+    secrets: set[str] = set()
+    for day in (14, 15):  # two holds, so a list of one has a next cursor
+        body = {**HOLD_BODY, "attendees": ["only-acme@example.com"],
+                "title": f"acme secret {day}", "start": f"2030-10-{day}T14:00:00Z"}  # fmt: skip
+        made = await owner.create(body)
+        assert made.status == 201
+        secrets |= {made.json["id"], made.headers["Idempotency-Key"], body["title"]}
+    holds = (await owner.get("/v1/holds?limit=1")).json
+    audit = (await owner.get("/v1/audit?limit=1")).json
+    secrets |= {e["hash"] for e in (await owner.get("/v1/audit")).json["items"]}
+    aimed = _aimed_at({
+        "workflow_id": HOLD_BODY["workflow_id"], "email": "only-acme@example.com",
+        "holds_cursor": holds["next_cursor"], "audit_cursor": audit["next_cursor"],
+    })  # fmt: skip
+    other = await server.key(tenant="globex", agent="other")
+    lists = [r for r in AUTHENTICATED if r.method == "GET" and "{" not in r.path]
+    asked = 0
+    for route in lists:
+        base = {p.name: aimed[p.name][0] for p in route.params if p.required}
+        for param in route.params:
+            assert param.name in aimed, f"give {param.name!r} of {route.path} a value above"
+            for value in aimed[param.name]:
+                query = "&".join(f"{k}={v}" for k, v in {**base, param.name: value}.items())
+                answer = await other.get(f"{route.path}?{query}" if query else route.path)
+                assert answer.status in (200, 422), (route.path, query, answer.json)
+                leaked = [s for s in secrets if s in answer.body.decode()]
+                assert not leaked, (route.path, query, leaked)
+                asked += 1
+    assert asked >= 20

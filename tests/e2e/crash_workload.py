@@ -1,4 +1,16 @@
-"""The crash test's workload: seeded agents, their calls recorded, and the killer.
+"""The crash test's workload: a seeded plan (tests/e2e/crash_plan.py) run by eight
+agents against a server that is SIGKILLed at the plan's kill points.
+
+The planned calls go out strictly in plan order (a ``Sequencer`` hands out
+turns), while their answers overlap: an agent waits only for its own last
+answer. A call counts as gone out when aiohttp hands its body to the socket.
+Right after the call at a kill point, the server is killed; the calls after it
+wait until the server is back and the calls it cut off have settled (a lost
+answer is retried). So a seed fixes every call, the order they go out in, and
+which had gone out at each kill. It cannot fix how far the server had got with
+the calls in flight when it died, nor, under contention, which of two calls in
+flight together it served first; so the answers, and what depends on them (which
+hold a commit finds, whether there is one), may differ from run to run.
 
 tests/e2e/test_crash.py runs it and checks what is left.
 """
@@ -7,49 +19,45 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import random
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
 from slotward.api.app import open_store
 from slotward.api.auth import create_key
 from slotward.api.config import Config
 from slotward.engine.clock import SystemClock, TimeOrderedIds
-from slotward.engine.history import Call, Op
 from slotward.engine.model import Principal
+from slotward.engine.recorded import Call, Op
+from tests.e2e.crash_plan import SEED, Plan, Task, acquire_label, execution
+from tests.e2e.crash_recorder import Agent, Recorder, Sent
 
 CLI = [sys.executable, "-m", "slotward.api.cli"]
 ENV = {**os.environ, "SLOTWARD_SWEEP_INTERVAL": "0.2", "SLOTWARD_LOG_LEVEL": "WARNING"}
-SEED = 20310506
-KILLS = 22
-CLIENTS_PER_TENANT = 4
+SEED_VARIABLE = "SLOTWARD_CRASH_SEED"
 TENANTS = ("crash-a", "crash-b")
-PRIORITIES = (10, 50, 90, 50)
-ROOMS = tuple(f"room-{i}@example.com" for i in range(3))
-LOST_RETRIES = 4  # retries of a call whose answer was lost, each landing once at most
-BACK_SECONDS = 30.0  # how long a client waits for a killed server to come back
-MAX_LEASE = 2
+PRIORITIES = (10, 50, 90, 50)  # per agent of a tenant
 _DATABASES = itertools.count()
 
 
-@dataclass(frozen=True)
-class Agent:
-    tenant: str
-    name: str
-    secret: str
+def crash_seed(environ: Mapping[str, str]) -> int:
+    """``SLOTWARD_CRASH_SEED`` if set (an integer), else the fixed default."""
+    raw = environ.get(SEED_VARIABLE, "").strip()
+    try:
+        return int(raw) if raw else SEED
+    except ValueError:
+        raise ValueError(f"{SEED_VARIABLE} must be an integer, not {raw!r}") from None
 
 
 def _free_port() -> int:
@@ -65,20 +73,24 @@ class Server:
         self.url, self.port, self.log = url, _free_port(), log
         self.proc: subprocess.Popen[bytes] | None = None
         self.starts = 0
+        self._closed = False  # stopped for good: a start still running in a thread gives up
+        self._lock = threading.Lock()
 
     @property
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        with self.log.open("a") as out:  # a file, never a pipe nobody drains
+        with self._lock, self.log.open("a") as out:  # a file, never a pipe nobody drains
+            if self._closed:
+                raise RuntimeError("the server was stopped for good")
             self.proc = subprocess.Popen(
                 [*CLI, "--db", self.url, "serve", "--port", str(self.port)],
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=ENV,
             )
-        self.starts += 1
+            self.starts += 1
         deadline = time.monotonic() + 30
         while True:  # readiness, bounded; not a timing assertion
             try:
@@ -87,11 +99,15 @@ class Server:
             except OSError:
                 if self.proc.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError(f"server did not start:\n{self.log.read_text()}") from None
-                time.sleep(0.02)
+                time.sleep(0.01)
 
-    def kill(self) -> None:
+    def signal_kill(self) -> None:
+        """SIGKILL, without waiting: from the event loop, at an exact point of a client."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
+
+    def reap(self) -> None:
+        assert self.proc is not None
         self.proc.wait(timeout=30)
 
     def stop(self) -> int:
@@ -101,11 +117,16 @@ class Server:
         return self.proc.wait(timeout=60)
 
     def ensure_stopped(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.kill()
+        """Killed if running, and never started again."""
+        with self._lock:
+            self._closed = True
+            if self.proc is not None and self.proc.poll() is None:
+                self.signal_kill()
+                self.reap()
 
 
-async def _agents(url: str) -> list[Agent]:
+async def make_agents(url: str) -> list[Agent]:
+    """Two tenants of four agents (priorities ``PRIORITIES``), with fresh API keys."""
     config = Config(db_url=url)
     store = await open_store(config)
     clock, ids, agents = SystemClock(), TimeOrderedIds(), []
@@ -124,179 +145,177 @@ async def _agents(url: str) -> list[Agent]:
 
 
 @dataclass
-class Recorder:
-    """Sends calls and records each attempt as an ``engine.history.Call``."""
+class Kills:
+    """Where the server was killed: after which planned calls, and when (epoch seconds)."""
 
-    base: str
-    session: aiohttp.ClientSession
-    calls: list[Call] = field(default_factory=list)
+    after: list[int] = field(default_factory=list)
+    at: list[float] = field(default_factory=list)
 
-    async def attempt(
-        self, agent: Agent, op: Op, path: str, body: dict[str, Any], target: str | None
-    ) -> Call | None:
-        """One attempt; None when no connection was made (nothing reached the server)."""
-        headers = {"Authorization": f"Bearer {agent.secret}"}
-        invoked = time.time()
+
+class Sequencer:
+    """Turns strictly in plan order, and the kills.
+
+    A planned call goes once the one before it has gone out (its body written, or
+    it was skipped). Right after the call at a kill point, the server is killed;
+    the calls after it wait until the server is back and every call the kill cut
+    off has settled (answered, or retried to the end), so each kill follows
+    exactly the calls up to its point and the plan resumes with every agent free.
+    """
+
+    def __init__(self, plan: Plan, server: Server, tasks: asyncio.TaskGroup, kills: Kills) -> None:
+        self._next = 0  # the plan index whose turn it is
+        self._open: set[int] = set()  # planned calls under way
+        self._recovering = False  # killed: until restarted and every open call settled
+        self._restarting = False
+        self._pending = list(plan.kill_at)
+        self._changed = asyncio.Event()
+        self._server, self._tasks, self._kills = server, tasks, kills
+
+    async def turn(self, index: int) -> None:
+        while index != self._next or self._recovering:
+            await self._changed.wait()
+        self._open.add(index)
+
+    def went(self, index: int) -> None:
+        """The call's body is being written (or it was skipped, or never went out)."""
+        if index != self._next:
+            return  # said already
+        self._next += 1
+        if self._pending and index == self._pending[0]:
+            self._pending.pop(0)
+            self._kills.after.append(index)
+            self._kills.at.append(time.time())
+            self._recovering = self._restarting = True
+            # after this write has reached the socket: the writer runs on to it first
+            asyncio.get_running_loop().call_soon(self._server.signal_kill)
+            self._tasks.create_task(self._restart())
+        self._notify()
+
+    async def back(self) -> None:
+        """For a refused retry: once the server is up again (when it is up, a short poll)."""
+        while self._restarting:
+            await self._changed.wait()
+        await asyncio.sleep(0.01)
+
+    def settled(self, index: int) -> None:
+        self._open.discard(index)
+        self._notify()
+
+    async def _restart(self) -> None:
+        await asyncio.to_thread(self._server.reap)
+        await asyncio.to_thread(self._server.start)
+        self._restarting = False
+        self._notify()
+
+    def _notify(self) -> None:
+        self._recovering = self._recovering and (self._restarting or bool(self._open))
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+
+@dataclass
+class _Run:
+    rec: Recorder
+    seq: Sequencer
+    seed: int
+
+    async def call(
+        self, index: int, agent: Agent, op: Op, path: str, bodies: Sequence[dict[str, Any]],
+        intent: str, target: str | None = None,
+    ) -> Call:  # fmt: skip
+        await self.seq.turn(index)
+        retry = random.Random(f"{self.seed}:{index}")  # this call's retries, whatever the timing
+        sent = Sent(index, partial(self.seq.went, index))
         try:
-            async with self.session.post(
-                self.base + path, data=json.dumps(body), headers=headers
-            ) as resp:
-                raw = await resp.read()
-                status: int | None = resp.status
-                answered = dict(resp.headers)
-        except aiohttp.ClientConnectorError:
-            return None
-        except (aiohttp.ClientError, TimeoutError):
-            status, raw, answered = None, b"", {}  # indeterminate: it may have acted
-        call = Call(op, agent.tenant, agent.name, body, status, raw, answered, target,
-                    None, invoked, time.time())  # fmt: skip
-        self.calls.append(call)
-        return call
+            return await self.rec.send(agent, op, path, bodies, retry, intent=intent,
+                                       target=target, sent=sent, back=self.seq.back)  # fmt: skip
+        finally:
+            self.seq.went(index)  # also when its body never went out
+            self.seq.settled(index)
 
-    async def send(
-        self,
-        agent: Agent,
-        op: Op,
-        path: str,
-        variants: Sequence[dict[str, Any]],
-        rng: random.Random,
-        target: str | None = None,
-    ) -> Call:
-        """Until answered: a refused connection waits for the server to come back,
-        a lost answer is retried (with any of the ``variants``) up to LOST_RETRIES times."""
-        lost, back_by = 0, time.monotonic() + BACK_SECONDS
-        body = variants[0]
-        while True:
-            call = await self.attempt(agent, op, path, body, target)
-            if call is None:
-                if time.monotonic() > back_by:
-                    raise RuntimeError(f"the server did not come back for {op} {path}")
-                await asyncio.sleep(0.03)
-                continue
-            if call.status is not None or lost >= LOST_RETRIES:
-                return call
-            lost += 1
-            body = rng.choice(variants)
-            await asyncio.sleep(rng.uniform(0.01, 0.08))
+    async def skip(self, index: int) -> None:
+        """A planned call there is nothing for (no hold to commit): its turn passes."""
+        await self.seq.turn(index)
+        self.seq.went(index)
+        self.seq.settled(index)
 
 
-def _hold_variants(rng: random.Random, agent: Agent) -> list[dict[str, Any]]:
-    """A create and the same intent reworded (title, offset, attendee spelling)."""
-    room = rng.choice(ROOMS)
-    minutes = rng.choice([0, 15, 30, 45, 60])
-    hour, minute = 9 + minutes // 60, minutes % 60
-    shared = rng.random() < 0.15  # another agent of the tenant in the same workflow
-    workflow = f"wf-shared-{rng.randrange(2)}" if shared else f"wf-{agent.name}-{rng.randrange(3)}"
-    call: dict[str, Any] = {
-        "workflow_id": workflow,
-        "step": rng.choice([1, 2]),
-        "attendees": [room],
-        "start": f"2031-05-06T{hour:02d}:{minute:02d}:00Z",
-        "duration_minutes": 30,
-        "title": f"sync {rng.randrange(1000)}",
-    }
-    if rng.random() < 0.2:
-        call["hold_ttl_seconds"] = 10
-    reworded = {
-        **call,
-        "attendees": [f"  {room.upper()} "],
-        "start": f"2031-05-06T{hour + 2:02d}:{minute:02d}:00+02:00",
-        "title": f"{call['title']} (retry)",
-        "agent_thought": "the first call timed out",
-    }
-    return [call, reworded] if rng.random() < 0.5 else [reworded, call]
-
-
-def _execution(n: int, lease: int) -> dict[str, Any]:
-    return {"workflow_id": f"wf-exec-{n}", "tool": "send_email", "arguments": {"n": n},
-            "lease_seconds": lease}  # fmt: skip
-
-
-async def _client(rec: Recorder, agent: Agent, rng: random.Random, stop: asyncio.Event) -> None:
-    holds: list[dict[str, Any]] = []
-    while not stop.is_set():
-        roll = rng.random()
-        if roll < 0.4 or not holds:
-            await _create(rec, agent, rng, holds)
-        elif roll < 0.55:
-            await _commit(rec, agent, rng, holds)
-        elif roll < 0.65:
-            await _release(rec, agent, rng, holds)
-        else:
-            await _run_execution(rec, agent, rng)
-
-
-async def _create(
-    rec: Recorder, agent: Agent, rng: random.Random, holds: list[dict[str, Any]]
+async def run_plan(
+    server: Server, agents: Sequence[Agent], plan: Plan, rec: Recorder, kills: Kills
 ) -> None:
-    variants = _hold_variants(rng, agent)
-    for _ in range(rng.choice([1, 1, 2])):  # sometimes a duplicate right away
-        call = await rec.send(agent, "create", "/v1/holds", variants, rng)
+    """An abandoned lease first (it must outlive every crash), then the plan, with its
+    kills (logged in ``kills`` as they happen)."""
+    retry = random.Random(f"{plan.seed}:orphan")
+    body, agent = execution(-1, 1), agents[0]
+    intent = f"{agent.tenant} {acquire_label(body['workflow_id'], body['tool'])}"
+    orphan = await rec.send(agent, "acquire", "/v1/executions", [body], retry, intent=intent)
+    assert orphan.status == 201, orphan
+    async with asyncio.TaskGroup() as tasks:
+        seq = Sequencer(plan, server, tasks, kills)
+        run = _Run(rec, seq, plan.seed)
+        for agent, agent_tasks in zip(agents, plan.tasks, strict=True):
+            tasks.create_task(_agent(run, agent, agent_tasks))
+
+
+async def _agent(run: _Run, agent: Agent, tasks: Sequence[Task]) -> None:
+    holds: list[dict[str, Any]] = []  # the create answers that gave this agent a hold
+    for task in tasks:
+        await _DO[task.kind](run, agent, task, holds)
+
+
+async def _create(run: _Run, agent: Agent, task: Task, holds: list[dict[str, Any]]) -> None:
+    for index in task.calls:
+        call = await run.call(index, agent, "create", "/v1/holds", task.bodies,
+                              f"{agent.tenant} {task.label}")  # fmt: skip
         doc = call.document()
         if call.status == 201 and doc.get("agent_id") == agent.name:
             holds.append(doc)
 
 
-async def _commit(
-    rec: Recorder, agent: Agent, rng: random.Random, holds: list[dict[str, Any]]
+async def _commit(run: _Run, agent: Agent, task: Task, holds: list[dict[str, Any]]) -> None:
+    hold = holds[int(task.pick * len(holds))] if holds else None
+    await _move(run, agent, task, hold, "commit", {"token": hold["token"]} if hold else {})
+
+
+async def _release(run: _Run, agent: Agent, task: Task, holds: list[dict[str, Any]]) -> None:
+    hold = holds.pop(int(task.pick * len(holds))) if holds else None
+    await _move(run, agent, task, hold, "release", {})
+
+
+async def _move(
+    run: _Run, agent: Agent, task: Task, hold: dict[str, Any] | None, op: Op, body: dict[str, Any]
 ) -> None:
-    hold = rng.choice(holds)
-    path = f"/v1/holds/{hold['id']}/commit"
-    for _ in range(rng.choice([1, 1, 2])):
-        await rec.send(agent, "commit", path, [{"token": hold["token"]}], rng, hold["id"])
+    for index in task.calls:
+        if hold is None:
+            await run.skip(index)
+            continue
+        path, intent = f"/v1/holds/{hold['id']}/{op}", f"{agent.tenant} {op} {hold['id']}"
+        await run.call(index, agent, op, path, [body], intent, hold["id"])
 
 
-async def _release(
-    rec: Recorder, agent: Agent, rng: random.Random, holds: list[dict[str, Any]]
-) -> None:
-    hold = holds.pop(rng.randrange(len(holds)))
-    path = f"/v1/holds/{hold['id']}/release"
-    for _ in range(rng.choice([1, 1, 2])):
-        await rec.send(agent, "release", path, [{}], rng, hold["id"])
+async def _execution(run: _Run, agent: Agent, task: Task, holds: list[dict[str, Any]]) -> None:
+    acquire, *completion = task.calls
+    call = await run.call(acquire, agent, "acquire", "/v1/executions", task.bodies,
+                          f"{agent.tenant} {task.label}")  # fmt: skip
+    for index in completion:
+        if call.status != 201:  # not ours to complete
+            await run.skip(index)
+            continue
+        lease = call.document()
+        result = {"n": task.bodies[0]["arguments"]["n"], "by": f"{agent.tenant}/{agent.name}"}
+        done = {"lease_token": lease["lease_token"], "outcome": task.outcome, "result": result}
+        await run.call(index, agent, "complete", f"/v1/executions/{lease['key']}/complete",
+                       [done], complete_intent(agent.tenant, lease), lease["key"])  # fmt: skip
 
 
-async def _run_execution(rec: Recorder, agent: Agent, rng: random.Random) -> None:
-    n = rng.randrange(30)
-    body = _execution(n, rng.randint(1, MAX_LEASE))
-    waiting = {**body, "wait_ms": 2500}  # a retry waits out the lease its lost call may hold
-    call = await rec.send(agent, "acquire", "/v1/executions", [body, waiting], rng)
-    if call.status != 201 or rng.random() < 0.15:  # not ours, or abandoned: its lease runs out
-        return
-    lease = call.document()
-    outcome = rng.choice(["succeeded", "succeeded", "failed_terminal", "failed_retryable"])
-    done = {"lease_token": lease["lease_token"], "outcome": outcome,
-            "result": {"n": n, "by": f"{agent.tenant}/{agent.name}"}}  # fmt: skip
-    path = f"/v1/executions/{lease['key']}/complete"
-    await rec.send(agent, "complete", path, [done], rng, lease["key"])
+def complete_intent(tenant: str, lease: Mapping[str, Any]) -> str:
+    """A completion's intent: the key's, under one lease token."""
+    return f"{tenant} complete {lease['key']} token {lease['lease_token']}"
 
 
-async def _killer(server: Server, rec: Recorder, agent: Agent, rng: random.Random) -> int:
-    """An abandoned lease first (it must outlive every crash), then KILLS crashes."""
-    orphan = await rec.send(agent, "acquire", "/v1/executions", [_execution(-1, 1)], rng)
-    assert orphan.status == 201, orphan
-    kills = 0
-    for _ in range(KILLS):
-        await asyncio.sleep(rng.uniform(0.05, 0.4))
-        await asyncio.to_thread(server.kill)
-        kills += 1
-        await asyncio.sleep(rng.uniform(0.0, 0.1))  # clients meet a refused port too
-        await asyncio.to_thread(server.start)
-    return kills
-
-
-async def _workload(server: Server, agents: list[Agent]) -> tuple[list[Call], int]:
-    rng = random.Random(SEED)
-    stop = asyncio.Event()
-    connector = aiohttp.TCPConnector(force_close=True, limit=0)
-    timeout = aiohttp.ClientTimeout(total=20)
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-        rec = Recorder(server.base, session)
-        clients = [
-            asyncio.create_task(_client(rec, a, random.Random(rng.random()), stop)) for a in agents
-        ]
-        try:
-            kills = await _killer(server, rec, agents[0], random.Random(rng.random()))
-        finally:
-            stop.set()
-            await asyncio.gather(*clients)
-    return rec.calls, kills
+_DO: Mapping[str, Callable[[_Run, Agent, Task, list[dict[str, Any]]], Awaitable[None]]] = {
+    "create": _create,
+    "commit": _commit,
+    "release": _release,
+    "execution": _execution,
+}

@@ -1,29 +1,38 @@
 """Crash test: a server killed with SIGKILL again and again while agents work.
 
-One ``slotward serve`` process, on SQLite and on PostgreSQL. Seeded clients
-(two tenants, four agents each) run a mixed workload: creates over a few
-overlapping slots with duplicates and reworded retries, commits and releases
-of the holds they got, ``/v1/executions`` acquires with short leases and
-completions of every outcome. A killer SIGKILLs the server at seeded random
-moments, at least ``KILLS`` times, and restarts it on the same port. A client
-whose answer was lost (connection reset) records an indeterminate call and
-retries it: the retry must land once.
+One ``slotward serve`` process, on SQLite and on PostgreSQL. Eight agents (two
+tenants) run a seeded plan (tests/e2e/crash_plan.py, seed ``SLOTWARD_CRASH_SEED``):
+creates over a few overlapping slots with duplicates and reworded retries,
+commits and releases of the holds they got, ``/v1/executions`` acquires with
+short leases and completions of every outcome. The server is SIGKILLed right
+after the plan's kill points have gone out, ``KILLS`` times, and restarted on
+the same port. A client whose answer was lost (connection reset) records an
+indeterminate call and retries it: the retry must land once. Every call is
+labelled with its intent (``Call.intent``).
 
-Afterwards (the server stopped with SIGTERM) the history checker
-(``slotward.engine.history``) holds every answer against the database, every
-fresh create, commit and release has its outbox event and its audit entry,
-the audit chains verify, no hold record is left ``executing``, and every
-execution record left ``executing`` has a lease that ran out: a duplicate
-takes it over (201) and the dead holder's token is fenced.
+Afterwards (the server stopped with SIGTERM) the verdict of tests/e2e/recheck.py:
+the history checker (``slotward.engine.history``) finds nothing, every
+acknowledged create, commit and release has its outbox event and its audit
+entry, the audit chains verify, no hold record is left ``executing``. Then every
+execution record left ``executing`` has a lease that ran out: a duplicate takes
+it over (201) and the dead holder's token is fenced.
+
+On any failure the message names the seed, a JSON file with the history and
+the snapshot it was checked against, and the command that re-checks it offline.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
-from collections import Counter
+import sys
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -31,22 +40,26 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.snapshot import load_snapshot, sync_url
-from slotward.engine.audit import verify_chain
-from slotward.engine.executions import stored_key
-from slotward.engine.history import Call, Snapshot, Violation, check
+from slotward.engine.recorded import Call
 from tests.conftest import TEMPLATE
+from tests.e2e.crash_plan import KILLS, MAX_LEASE, acquire_label, make_plan
+from tests.e2e.crash_recorder import Agent, Recorder, tracing
 from tests.e2e.crash_workload import (
     _DATABASES,
-    MAX_LEASE,
-    SEED,
+    SEED_VARIABLE,
     TENANTS,
-    Agent,
-    Recorder,
+    Kills,
     Server,
-    _agents,
-    _workload,
+    complete_intent,
+    crash_seed,
+    make_agents,
+    run_plan,
 )
+from tests.e2e.history_file import OutboxRow, Recording, load, save
+from tests.e2e.recheck import problems
 from tests.pgserver import PgServer
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -57,68 +70,114 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return postgres.create_database(f"crash_{next(_DATABASES)}", template=TEMPLATE)
 
 
-async def test_sigkill_at_random_moments_keeps_every_promise(database: str, tmp_path: Path) -> None:
-    agents = await _agents(database)
+async def test_sigkill_at_seeded_points_keeps_every_promise(
+    database: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    seed = crash_seed(os.environ)
+    agents = await make_agents(database)
+    plan = make_plan(seed, [a.name for a in agents])
     server = Server(database, tmp_path / "server.log")
+    evidence = _Evidence(tmp_path / "crash-history.json", database, request.node.nodeid)
+    evidence.run.update(seed=seed, kill_at=list(plan.kill_at), plan_length=plan.length)
     try:
         await asyncio.to_thread(server.start)
-        calls, kills = await _workload(server, agents)
+        async with _session() as session:
+            rec = Recorder(server.base, session, evidence.calls, evidence.planned)
+            await run_plan(server, agents, plan, rec, evidence.kills)
         assert await asyncio.to_thread(server.stop) == 0  # SIGTERM: a clean shutdown
-        snapshot = load_snapshot(database)
-        violations = check(calls, snapshot, datetime.now(UTC))
-        assert violations == [], _explain(violations, calls, snapshot)
-        _check_effects(database, calls, snapshot)
-        await _check_leases(server, agents, calls, snapshot)
+        recording = evidence.keep("after the workload")
+        found = problems(recording)
+        assert found == [], "\n".join(found)
+        await _check_leases(server, agents, recording, evidence)
+        calls = recording.calls
+        assert len(evidence.kills.after) == KILLS >= 20
+        assert server.starts == KILLS + 2
+        assert not [c for c in calls if c.status is not None and c.status >= 500]
+        assert {c.op for c in calls if c.fresh} >= {"create", "commit", "release", "complete"}
+        assert any(c.status is None for c in calls)  # the crashes did cut answers off
+        assert all(c.intent for c in calls)
+    except Exception as exc:
+        server.ensure_stopped()
+        raise AssertionError(evidence.failure(exc, seed)) from exc
     finally:
         server.ensure_stopped()
-    assert kills >= 20
-    assert server.starts == kills + 2
-    assert not [c for c in calls if c.status is not None and c.status >= 500]
-    assert {c.op for c in calls if c.fresh} >= {"create", "commit", "release", "complete"}
-    assert any(c.status is None for c in calls)  # the crashes did cut answers off
 
 
-def _check_effects(url: str, calls: list[Call], snapshot: Snapshot) -> None:
-    """Every acknowledged change (a fresh answer, or a replay whose first answer a crash
-    cut off) has its event and audit entry once; chains verify; no hold record is left
-    executing."""
-    assert not [r for r in snapshot.ledger if r.kind == "hold" and r.state == "executing"]
+@asynccontextmanager
+async def _session() -> AsyncIterator[aiohttp.ClientSession]:
+    connector = aiohttp.TCPConnector(force_close=True, limit=0)
+    timeout = aiohttp.ClientTimeout(total=20)
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=timeout, trace_configs=[tracing()]
+    ) as session:
+        yield session
+
+
+@dataclass
+class _Evidence:
+    """The latest history and its snapshot, saved to ``path`` as it is taken."""
+
+    path: Path
+    database: str
+    node: str
+    calls: list[Call] = field(default_factory=list)
+    planned: list[int | None] = field(default_factory=list)  # the plan index of each call
+    kills: Kills = field(default_factory=Kills)
+    run: dict[str, Any] = field(default_factory=dict)
+    saved: str = ""  # the stage of the recording saved last
+
+    def keep(self, stage: str) -> Recording:
+        """The calls so far and the store as it is now (the server stopped), saved; the
+        file must read back as it was written."""
+        now = datetime.now(UTC)  # the checker's now: the snapshot is read right after
+        run = {**self.run, "stage": stage, "kills": list(self.kills.after),
+               "killed_at": list(self.kills.at), "planned": list(self.planned)}  # fmt: skip
+        recording = Recording(tuple(self.calls), load_snapshot(self.database), now,
+                              _outbox(self.database), run)  # fmt: skip
+        save(self.path, recording)
+        self.saved = stage
+        assert load(self.path) == recording
+        return recording
+
+    def failure(self, exc: Exception, seed: int) -> str:
+        where = f"the history and snapshot {self.saved}"
+        if not self.saved:  # the workload itself failed: what it recorded, and the store
+            where = "what the workload recorded and the store as the failure left it"
+            try:
+                self.keep("the workload failed")
+            except Exception as error:  # the failure above is the news, not this one
+                where = f"nothing: saving failed ({error!r})"
+        first: BaseException = exc
+        while isinstance(first, BaseExceptionGroup):  # a client's error, out of the TaskGroup
+            first = first.exceptions[0]
+        said = str(first).splitlines() or [""]  # in full in the traceback it is chained to
+        return "\n".join([
+            f"{type(first).__name__}: {said[0][:300]}",
+            f"crash run with {SEED_VARIABLE}={seed}, killed after planned calls "
+            f"{self.kills.after}",
+            f"saved in {self.path}: {where}",
+            f"re-check it offline: cd {ROOT} && {sys.executable} -m tests.e2e.recheck {self.path}",
+            f"run it again: cd {ROOT} && {SEED_VARIABLE}={seed} {sys.executable} -m pytest -q "
+            f"'{self.node}'",
+        ])  # fmt: skip
+
+
+def _outbox(url: str) -> tuple[OutboxRow, ...]:
     engine = create_engine(sync_url(url), poolclass=NullPool)
     try:
         with engine.connect() as conn:
-            rows = conn.execute(text("SELECT tenant, type, hold_id FROM outbox")).all()
+            rows = conn.execute(text("SELECT tenant, type, hold_id FROM outbox ORDER BY id")).all()
     finally:
         engine.dispose()
-    events = Counter((r.tenant, r.type, r.hold_id) for r in rows)
-    assert [e for e, n in events.items() if n > 1] == []  # one event per transition
-    audited = {(e.tenant, e.action, e.hold_id) for e in snapshot.audit if e.outcome == "fresh"}
-    for call in (c for c in calls if c.ok and c.op in EFFECTS):
-        said = call.document()
-        action, event, status = EFFECTS[call.op]
-        if said.get("status") != status:
-            continue  # a release of a hold that had expired or was preempted: no change
-        hold_id = str(said["id"])
-        assert (call.tenant, event, hold_id) in events, call
-        assert (call.tenant, action, hold_id) in audited, call
-    for tenant in TENANTS:
-        entries = [e for e in snapshot.audit if e.tenant == tenant]
-        chain = verify_chain(entries)
-        assert chain.ok, (tenant, chain)
-        assert chain.count == len(entries) > 0
-
-
-EFFECTS = {
-    "create": ("hold.create", "hold.created", "held"),
-    "commit": ("hold.commit", "hold.committed", "committed"),
-    "release": ("hold.release", "hold.released", "released"),
-}
+    return tuple(OutboxRow(r.tenant, r.type, r.hold_id) for r in rows)
 
 
 async def _check_leases(
-    server: Server, agents: list[Agent], calls: list[Call], snapshot: Snapshot
+    server: Server, agents: list[Agent], recording: Recording, evidence: _Evidence
 ) -> None:
     """Every execution still executing had a lease of what was asked, now over: a
     duplicate takes it over, the old token is fenced, the new one completes."""
+    calls, snapshot = recording.calls, recording.snapshot
     executing = [r for r in snapshot.ledger if r.state == "executing"]
     assert executing  # the orphan at least
     last_answer = datetime.fromtimestamp(max(c.completed_at or 0.0 for c in calls), UTC)
@@ -130,44 +189,36 @@ async def _check_leases(
     await asyncio.sleep(max(0.0, (latest - datetime.now(UTC)).total_seconds()) + 0.05)
     bodies = {c.request["workflow_id"]: c.request for c in calls if c.op == "acquire"}
     owner = {(a.tenant, a.name): a for a in agents}
-    rng = random.Random(SEED)
+    retry = random.Random(f"{recording.run['seed']}:leases")
     await asyncio.to_thread(server.start)
-    connector = aiohttp.TCPConnector(force_close=True)
-    async with aiohttp.ClientSession(connector=connector) as session:
-        rec = Recorder(server.base, session, list(calls))
+    async with _session() as session:
+        rec = Recorder(server.base, session, evidence.calls, evidence.planned)
         for record in executing:
             agent = owner[record.tenant, str(record.agent_id)]
             body = {**bodies[record.workflow_id], "lease_seconds": 30}
-            taken = await rec.send(agent, "acquire", "/v1/executions", [body], rng)
+            intent = f"{agent.tenant} {acquire_label(str(record.workflow_id), str(record.tool))}"
+            taken = await rec.send(agent, "acquire", "/v1/executions", [body], retry,
+                                   intent=intent)  # fmt: skip
             assert taken.status == 201, (record, taken)
             lease = taken.document()
             assert lease["lease_token"] != record.lease_token
             path = f"/v1/executions/{lease['key']}/complete"
             old = {"lease_token": record.lease_token, "outcome": "succeeded", "result": "late"}
-            assert (await rec.send(agent, "complete", path, [old], rng, lease["key"])).status == 409
+            stale = complete_intent(agent.tenant, {**lease, **old})
+            fenced = await rec.send(agent, "complete", path, [old], retry, target=lease["key"],
+                                    intent=stale)  # fmt: skip
+            assert fenced.status == 409
             new = {**old, "lease_token": lease["lease_token"], "result": "done"}
-            assert (await rec.send(agent, "complete", path, [new], rng, lease["key"])).status == 200
+            done = await rec.send(agent, "complete", path, [new], retry, target=lease["key"],
+                                  intent=complete_intent(agent.tenant, lease))  # fmt: skip
+            assert done.status == 200
         for tenant in TENANTS:
             agent = next(a for a in agents if a.tenant == tenant)
             headers = {"Authorization": f"Bearer {agent.secret}"}
             async with session.get(f"{server.base}/v1/audit/verify", headers=headers) as resp:
                 assert (await resp.json())["ok"] is True
     assert await asyncio.to_thread(server.stop) == 0
-    final = load_snapshot(server.url)
-    assert check(rec.calls, final, datetime.now(UTC)) == []
-    assert not [r for r in final.ledger if r.state == "executing"]
-
-
-def _explain(violations: list[Violation], calls: list[Call], snapshot: Snapshot) -> str:
-    """The violations with every call and stored row they name."""
-    ids = {i for v in violations for i in v.ids}
-    ids |= {k for k in map(stored_key, ids) if k}
-    lines = [f"{v.rule}: {v.detail}" for v in violations]
-    lines += [f"call {c}" for c in calls if ids & _named(c)]
-    lines += [f"hold {h}" for h in snapshot.holds if ids & {h.id, h.key}]
-    lines += [f"record {r}" for r in snapshot.ledger if ids & {r.key, str(r.hold_id)}]
-    return "\n".join(lines)
-
-
-def _named(call: Call) -> set[str]:
-    return {str(x) for x in (call.key, call.target, call.document().get("id")) if x}
+    final = evidence.keep("after the lease takeovers")
+    found = problems(final)
+    assert found == [], "\n".join(found)
+    assert not [r for r in final.snapshot.ledger if r.state == "executing"]

@@ -1,0 +1,101 @@
+"""The crash test's verdict on a recorded history, and its offline re-check.
+
+``problems`` is what tests/e2e/test_crash.py asserts empty; from a saved file,
+
+    python -m tests.e2e.recheck FILE
+
+prints the same problems (exit 1) or says the history is consistent (exit 0).
+It runs the history checker (``slotward.engine.history.check``) and the outbox
+and audit checks: every acknowledged change (a fresh answer, or a replay whose
+first answer a crash cut off) has its event and audit entry once, the chains
+verify, no hold record is left ``executing``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+
+from slotward.engine.audit import verify_chain
+from slotward.engine.executions import stored_key
+from slotward.engine.history import check
+from slotward.engine.recorded import Call, Snapshot, Violation
+from tests.e2e.history_file import Recording, load
+
+__all__ = ["main", "problems"]
+
+EFFECTS = {  # op: (audit action, outbox event, the hold's status when it changed something)
+    "create": ("hold.create", "hold.created", "held"),
+    "commit": ("hold.commit", "hold.committed", "committed"),
+    "release": ("hold.release", "hold.released", "released"),
+}
+
+
+def problems(recording: Recording) -> list[str]:
+    """Every broken promise the recording shows, one line each (violations with the
+    calls and rows they name)."""
+    violations = check(recording.calls, recording.snapshot, recording.now)
+    return [*explain(violations, recording.calls, recording.snapshot), *_effects(recording)]
+
+
+def explain(
+    violations: Sequence[Violation], calls: Sequence[Call], snapshot: Snapshot
+) -> list[str]:
+    """The violations, then every call and stored row they name."""
+    if not violations:
+        return []
+    ids = {i for v in violations for i in v.ids}
+    ids |= {k for k in map(stored_key, ids) if k}
+    lines = [f"{v.rule}: {v.detail}" for v in violations]
+    lines += [f"  call {c}" for c in calls if ids & _named(c)]
+    lines += [f"  hold {h}" for h in snapshot.holds if ids & {h.id, h.key}]
+    lines += [f"  record {r}" for r in snapshot.ledger if ids & {r.key, str(r.hold_id)}]
+    return lines
+
+
+def _named(call: Call) -> set[str]:
+    return {str(x) for x in (call.key, call.target, call.document().get("id")) if x}
+
+
+def _effects(recording: Recording) -> list[str]:
+    snapshot, out = recording.snapshot, []
+    stuck = [r for r in snapshot.ledger if r.kind == "hold" and r.state == "executing"]
+    out += [f"hold record left executing: {r}" for r in stuck]
+    events = Counter((r.tenant, r.type, r.hold_id) for r in recording.outbox)
+    out += [f"outbox event {e} written {n} times" for e, n in events.items() if n > 1]
+    audited = {(e.tenant, e.action, e.hold_id) for e in snapshot.audit if e.outcome == "fresh"}
+    for call in (c for c in recording.calls if c.ok and c.op in EFFECTS):
+        action, event, status = EFFECTS[call.op]
+        said = call.document()
+        if said.get("status") != status:
+            continue  # a release of a hold that had expired or was preempted: no change
+        if (call.tenant, event, str(said["id"])) not in events:
+            out.append(f"no {event} event for {call}")
+        if (call.tenant, action, str(said["id"])) not in audited:
+            out.append(f"no fresh {action} audit entry for {call}")
+    for tenant in sorted({c.tenant for c in recording.calls}):
+        entries = [e for e in snapshot.audit if e.tenant == tenant]
+        chain = verify_chain(entries)
+        if not chain.ok or chain.count != len(entries) or not entries:
+            out.append(f"audit chain of {tenant} ({len(entries)} entries): {chain}")
+    return out
+
+
+def main(argv: Sequence[str]) -> int:
+    if len(argv) != 1:
+        print("usage: python -m tests.e2e.recheck FILE", file=sys.stderr)
+        return 2
+    recording = load(Path(argv[0]))
+    found = problems(recording)
+    print("\n".join(found) if found else "consistent", end="\n")
+    run = {k: recording.run[k] for k in ("seed", "stage", "kills") if k in recording.run}
+    print(f"({len(recording.calls)} calls, {len(recording.snapshot.holds)} holds, "
+          f"{len(recording.snapshot.ledger)} ledger records, checked as of {recording.now}; "
+          f"run {run})")  # fmt: skip
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

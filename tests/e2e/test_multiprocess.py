@@ -141,9 +141,10 @@ async def _post(
     url: str,
     key: str,
     body: Any,
-    history: tuple[list[Call], Op, int, str | None] | None = None,
+    history: tuple[list[Call], Op, int, str | None, str] | None = None,
 ) -> dict[str, Any]:
-    """POST ``body``; with ``history`` (calls, op, agent index, path target), record the call."""
+    """POST ``body``; with ``history`` (calls, op, agent index, path target, intent
+    label), record the call."""
     headers = {"Authorization": f"Bearer {key}"}
     invoked = time.time()
     async with session.post(url, data=json.dumps(body), headers=headers) as resp:
@@ -155,10 +156,10 @@ async def _post(
             "key": resp.headers.get("Idempotency-Key"),
         }
         if history is not None:
-            calls, op, agent, target = history
+            calls, op, agent, target, intent = history
             calls.append(
                 Call(op, "race", f"agent-{agent}", body, resp.status, raw,
-                     dict(resp.headers), target, None, invoked, time.time())
+                     dict(resp.headers), target, None, invoked, time.time(), intent)
             )  # fmt: skip
         return answer
 
@@ -178,8 +179,14 @@ async def test_four_processes_keep_every_promise(cluster: tuple[str, str]) -> No
     async with aiohttp.ClientSession(connector=connector) as session:
         answers = await asyncio.gather(
             *(
-                _post(session, f"{base}/v1/holds", keys[a], body, (history, "create", a, None))
-                for _, a, body in calls
+                _post(
+                    session,
+                    f"{base}/v1/holds",
+                    keys[a],
+                    body,
+                    (history, "create", a, None, f"create wf-{i}"),
+                )
+                for i, a, body in calls
             )
         )
         await _commit_and_release_the_winners(session, base, keys, calls, answers, history)
@@ -223,7 +230,7 @@ async def _commit_and_release_the_winners(
             f"{base}/v1/holds/{h['id']}/commit",
             keys[a],
             {"token": h["token"]},
-            (history, "commit", a, h["id"]),
+            (history, "commit", a, h["id"], f"commit {h['id']}"),
         )
         for a, h in fresh
         for _ in range(2)
@@ -236,7 +243,7 @@ async def _commit_and_release_the_winners(
             f"{base}/v1/holds/{h['id']}/release",
             keys[a],
             {},
-            (history, "release", a, h["id"]),
+            (history, "release", a, h["id"], f"release {h['id']}"),
         )
         for a, h in fresh[::3]
         for _ in range(2)

@@ -86,7 +86,8 @@ async def _keys(url: str, tenants: int) -> list[str]:
 
 
 # What a call's answer is recorded as while the clock runs: its index, status, body,
-# Idempotency-Key, Idempotent-Replayed, and its start and end (perf_counter seconds).
+# Idempotency-Key, Idempotent-Replayed, and its start and end in seconds since the
+# epoch (as ``Call`` has them), read off perf_counter for their precision.
 Answer = tuple[int, dict[str, Any], int, bytes, str | None, str | None, float, float]
 
 
@@ -94,6 +95,9 @@ async def _drive(
     base: str, keys: list[str], requests: int, answers: list[Answer]
 ) -> tuple[float, list[float]]:
     latencies: list[float] = []
+    # perf_counter is monotonic and fine-grained but has no epoch: one offset,
+    # taken once per run, turns its readings into the epoch seconds Call wants.
+    to_epoch = time.time() - time.perf_counter()
     queue: asyncio.Queue[int] = asyncio.Queue()
     for i in range(requests):
         queue.put_nowait(i)
@@ -117,7 +121,9 @@ async def _drive(
                 replayed = resp.headers.get("Idempotent-Replayed")
             ended = time.perf_counter()
             latencies.append(ended - started)
-            answers.append((i, body, resp.status, raw, key, replayed, started, ended))
+            answers.append(
+                (i, body, resp.status, raw, key, replayed, started + to_epoch, ended + to_epoch)
+            )
 
     # One connection per worker, each kept alive: the kernel spreads the 64
     # connections over the processes that share the port.

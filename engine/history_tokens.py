@@ -5,7 +5,9 @@ Two sources tell what a hold's fencing token was. The answers clients got
 of. The store's audit log, read in chain order, shows every move: each
 ``hold.preempt``, ``hold.commit`` and ``hold.release`` of a hold bumps its
 token by one, a ``hold.expire`` keeps it (DESIGN 5). So the log also shows a
-preemption whose only witness, the winner's answer, was lost.
+preemption whose only witness, the winner's answer, was lost. Like the
+snapshot, the log is taken whole: a hold's entries start with its
+``hold.create``, written in the transaction that stored the hold.
 
 The order of those entries is checked against a table written out here, not
 taken from :mod:`slotward.engine.holds`, so a wrong transition table cannot
@@ -22,6 +24,7 @@ from typing import Any
 
 from slotward.engine.model import HoldStatus
 from slotward.engine.recorded import Call, Snapshot, Violation
+from slotward.engine.timenorm import format_instant
 
 __all__ = ["commits_with_current_token"]
 
@@ -47,6 +50,7 @@ _MAY_FOLLOW: Mapping[HoldStatus, frozenset[str]] = {
 class _Story:
     """One hold as its audit entries tell it, from ``hold.create`` on."""
 
+    created_seq: int
     status: HoldStatus = HoldStatus.HELD
     token: int = 1
     last_seq: int = 0  # the entry that last moved it
@@ -61,12 +65,17 @@ def commits_with_current_token(
 
     From the answers: a fresh commit moves the token on by one, no commit
     succeeds with a token an earlier answer had moved past, and every committed
-    hold had its commit. From the audit log: its entries of each hold follow
-    the state machine (no commit after a preemption or a release), a fresh
-    commit was sent the token the log gives the hold at its commit, and every
-    stored hold has the token and status its log leaves it with.
+    hold had its commit. From the audit log: every stored hold has its
+    ``hold.create`` entry and every such entry its stored hold (the snapshot
+    and the log both hold the whole run); no hold is moved before its
+    ``hold.create``; its entries follow the state machine (no commit after a
+    preemption or a release); no ``hold.expire`` comes before the hold's
+    ``expires_at``; a fresh commit was sent the token the log gives the hold at
+    its commit; and every stored hold has the token and status its log leaves
+    it with.
     """
     stories, out = _stories(snapshot)
+    out += _unlogged(stories, snapshot)
     out += _answered_commits(calls, snapshot)
     out += _outdated_tokens(calls)
     for call in calls:
@@ -91,26 +100,54 @@ def commits_with_current_token(
 def _stories(snapshot: Snapshot) -> tuple[dict[tuple[str, str], _Story], list[Violation]]:
     """Every created hold's story, and the entries that break the state machine."""
     stories: dict[tuple[str, str], _Story] = {}
+    expiring = {(h.tenant, h.id): h.expires_at for h in snapshot.holds}
     out = []
     for entry in sorted(snapshot.audit, key=lambda e: (e.tenant, e.seq)):
         if entry.hold_id is None:
             continue
         at = (entry.tenant, entry.hold_id)
         if entry.action == "hold.create":
-            stories.setdefault(at, _Story(last_seq=entry.seq))
+            stories.setdefault(at, _Story(entry.seq, last_seq=entry.seq))
             continue
         story, leaves = stories.get(at), _LEAVES.get(entry.action)
-        if story is None or leaves is None:
+        if leaves is None:
+            continue
+        where = f"audit seq {entry.seq} of {entry.tenant}: {entry.action} of {entry.hold_id}"
+        if story is None:
+            out.append(Violation(RULE, f"{where}, never created", (entry.hold_id,)))
             continue
         if entry.action not in _MAY_FOLLOW[story.status]:
-            out.append(Violation(RULE, f"audit seq {entry.seq} of {entry.tenant}: {entry.action} "
-                                 f"of {entry.hold_id}, {story.status.value} since seq "
+            out.append(Violation(RULE, f"{where}, {story.status.value} since seq "
                                  f"{story.last_seq}", (entry.hold_id,)))  # fmt: skip
+        due = expiring.get(at)
+        if entry.action == "hold.expire" and due is not None and entry.at < due:
+            out.append(Violation(RULE, f"{where} at {format_instant(entry.at)}, before "
+                                 f"its expires_at {format_instant(due)}",
+                                 (entry.hold_id,)))  # fmt: skip
         if entry.action == "hold.commit" and story.committed_with is None:
             story.committed_with, story.committed_after = story.token, story.last_seq
         story.token += 0 if leaves is HoldStatus.EXPIRED else 1
         story.status, story.last_seq = leaves, entry.seq
     return stories, out
+
+
+def _unlogged(stories: Mapping[tuple[str, str], _Story], snapshot: Snapshot) -> list[Violation]:
+    """Stored holds without a ``hold.create`` entry, and such entries without their hold.
+
+    The engine writes a hold and its entry in one transaction, and a snapshot
+    holds every hold and the whole log, so either one alone is a lost write.
+    """
+    stored = {(h.tenant, h.id) for h in snapshot.holds}
+    out = [
+        Violation(RULE, f"{hold_id} of {tenant} is stored, but the audit log never created it",
+                  (hold_id,))
+        for tenant, hold_id in sorted(stored - stories.keys())
+    ]  # fmt: skip
+    for tenant, hold_id in sorted(stories.keys() - stored):
+        seq = stories[tenant, hold_id].created_seq
+        out.append(Violation(RULE, f"audit seq {seq} of {tenant} created {hold_id}, which is "
+                             "not stored", (hold_id,)))  # fmt: skip
+    return out
 
 
 def _answered_commits(calls: Sequence[Call], snapshot: Snapshot) -> list[Violation]:

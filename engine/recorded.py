@@ -25,9 +25,14 @@ class Call:
     ``target`` is the path parameter: the hold id of a commit or release, the
     key of a completion. ``request`` is the JSON body sent. Times are the
     client's, in seconds since the epoch; ``status`` is None when no answer came.
-    ``intent`` is the client's own label for what the call means: every call
-    with the same label (a retry, a rephrasing) must land on one key and at
-    most one effect, whatever the server derived. None: unlabelled.
+    ``intent`` is the client's own label for one call as the server identifies
+    it: one workflow, the same identity fields, the same ``step`` and the same
+    choice of ``Idempotency-Key`` (a retry or a rephrasing keeps the label; a
+    new step gets a new one). Per operation, the 2xx answers to a label carry
+    one key, and a create label lands on at most one hold. One answer is let
+    off: a create's step-drift replay (DESIGN 3), answered with another label's
+    live or committed hold of the same intent in that workflow, under that
+    hold's key. See :mod:`slotward.engine.history_intents`. None: unlabelled.
     """
 
     op: Op

@@ -8,9 +8,17 @@ from collections.abc import Iterator
 from datetime import timedelta
 
 import pytest
+from hypothesis import settings
 
 from slotward.adapters.store.postgres import PostgresStore
 from tests.pgserver import PgServer, find_binaries, start_postgres
+
+# `make test` is the same run every time: hypothesis draws from a fixed seed
+# (a failure it finds is a bug either way, but it must not come and go).
+# HYPOTHESIS_PROFILE=explore draws new examples, for a local search.
+settings.register_profile("repeatable", derandomize=True)
+settings.register_profile("explore", derandomize=False, max_examples=1000)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 @pytest.fixture(scope="session")

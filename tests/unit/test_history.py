@@ -16,6 +16,7 @@ import pytest
 
 from slotward.engine.audit import next_entry
 from slotward.engine.documents import encode, hold_document
+from slotward.engine.fingerprint import derive_key, hold_intent
 from slotward.engine.history import (
     Call,
     Snapshot,
@@ -30,6 +31,7 @@ from slotward.engine.history import (
     replays_identical,
 )
 from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord
+from slotward.engine.timenorm import Interval, format_instant
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 T0 = NOW.timestamp() - 60
@@ -46,6 +48,13 @@ def _hold(hold_id: str, room: str, priority: int = 50, **changes: Any) -> Hold:
         audit_seq=1,
     )  # fmt: skip
     return replace(base, **changes)
+
+
+def _request(hold: Hold, **changes: Any) -> dict[str, Any]:
+    """The create body that asks for ``hold`` (its key is sent as a client key)."""
+    asked = {"workflow_id": hold.workflow_id, "attendees": list(hold.attendees),
+             "start": format_instant(hold.start), "end": format_instant(hold.end)}  # fmt: skip
+    return asked | changes
 
 
 def _answer(status: int | None, body: bytes, key: str, *, replayed: bool = False) -> dict[str, Any]:
@@ -72,12 +81,16 @@ class World:
         self.ledger.append(LedgerRecord("acme", key, key, "succeeded", status, body, NOW,
                                         NOW + timedelta(hours=72), **kw))  # fmt: skip
 
-    def create(self, hold: Hold, *, replays: int = 0) -> bytes:
+    def create(self, hold: Hold, *, replays: int = 0, intent: str | None = None,
+               step: int | None = None) -> bytes:  # fmt: skip
+        """Created fresh, and replayed; a client key is sent, a derived one is not."""
         body = encode(hold_document(replace(hold, status=HoldStatus.HELD, token=1), NOW))
         public = hold.key.removeprefix("client:")
+        sent = None if hold.key.startswith("idem_") else public
+        request = _request(hold) | ({} if step is None else {"step": step})
         for n in range(replays + 1):
-            self.call("create", {"workflow_id": hold.workflow_id},
-                      _answer(201, body, public, replayed=n > 0))  # fmt: skip
+            self.call("create", request, _answer(201, body, public, replayed=n > 0),
+                      idempotency_key_sent=sent, intent=intent)  # fmt: skip
         self.record(hold.key, 201, body, hold_id=hold.id)
         self.log("hold.create", hold.id, hold.key)
         self.holds[hold.id] = hold
@@ -265,6 +278,8 @@ def test_a_committed_hold_without_its_commit_is_reported_unless_the_commit_went_
 ):
     w = _world()
     w.holds["e"] = _hold("e", "room-5", status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    w.log("hold.create", "e", "client:k-e")
+    w.log("hold.commit", "e", "idem_commit_e")
     found = _only(
         "commits_with_current_token", commits_with_current_token(w.calls, w.snapshot(), NOW)
     )
@@ -440,7 +455,13 @@ def test_an_intent_answered_under_two_keys_is_reported_only_when_labelled() -> N
     found = check(w.calls, w.snapshot(), NOW)
     assert {v.rule for v in found} == {"one_key_per_intent"}
     assert sorted(v.ids for v in found) == [("book-g", "g", "g2"), ("book-g", "k-g", "k-g2")]
-    assert any(v.detail.endswith("under 2 keys (2 of them stored)") for v in found)
+    keys = next(v.detail for v in found if "keys" in v.detail)
+    first = next(i for i, c in enumerate(w.calls) if c.key == "k-g")
+    assert "under 2 keys (2 of them stored): k-g answered g (fresh, first in call " in keys
+    assert f"call {first} at 2030-10-01T08:59:12.500000Z)" in keys  # the client's clock
+    holds = next(v.detail for v in found if "landed" in v.detail)
+    assert holds.endswith(f"landed on 2 holds: g (fresh in call {first}), g2 (fresh in call "
+                          f"{len(w.calls) - 1})")  # fmt: skip
 
 
 def _lost(w: World, index: int) -> None:
@@ -458,16 +479,63 @@ def test_an_intent_whose_first_answer_was_lost_must_not_land_twice() -> None:
     _label(w, "book-h", "wf-h")
     found = _only("one_key_per_intent", check(w.calls, w.snapshot(), NOW))
     assert found.ids == ("book-h", "h", "h2")
+    assert "h (inferred: its creating answer was lost), h2 (fresh in call" in found.detail
+
+
+def _derived(hold: Hold, step: int | None) -> Hold:
+    """``hold`` under the key the engine derives for it at ``step`` (no client key)."""
+    intent = hold_intent(hold.attendees, Interval(hold.start, hold.end))
+    key = derive_key(tenant=hold.tenant, workflow=hold.workflow_id, tool="create_calendar_hold",
+                     intent=intent, step=step)  # fmt: skip
+    return replace(hold, key=key)
+
+
+def _lost_h_rebooked(w: World) -> Call:
+    """Hold h (derived key, step 1) made by a call whose answer was lost, then
+    booked again as h2: the fault of the test above, labelled. Returns the lost call."""
+    w.create(_derived(_hold("h", "room-8", expires_at=NOW), 1), step=1)
+    _lost(w, -1)
+    lost = w.calls[-1]
+    _rebook(w, "h", "room-8")
+    _label(w, "book-h", "wf-h")
+    return lost
 
 
 @pytest.mark.parametrize("other", [None, "book-other"])
 def test_a_hold_another_unanswered_call_may_have_made_is_not_blamed(other: str | None) -> None:
     w = _world()
-    w.create(_hold("h", "room-8", expires_at=NOW))
-    _lost(w, -1)
-    _rebook(w, "h", "room-8")
-    _label(w, "book-h", "wf-h")
-    w.call("create", {"workflow_id": "wf-h"}, {"status": None}, intent=other)
+    lost = _lost_h_rebooked(w)
+    w.calls.append(replace(lost, intent=other))  # the same call, otherwise labelled
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"start": "2030-10-02T10:15:00Z", "end": "2030-10-02T10:45:00Z"},
+        {"start": "2030-10-02T12:00:00+02:00", "end": "2030-10-02T12:45:00+02:00"},
+        {"step": 3},
+        {"workflow_id": "wf-other"},
+        {"start": "2030-10-02T10:00:00"},  # naive: refused, made nothing
+    ],
+    ids=["start", "end", "step", "workflow", "invalid"],
+)
+def test_only_an_unanswered_call_that_asked_for_the_hold_may_have_made_it(
+    change: dict[str, Any],
+) -> None:
+    w = _world()
+    lost = _lost_h_rebooked(w)
+    w.calls.append(replace(lost, request={**lost.request, **change}, intent="book-other"))
+    found = _only("one_key_per_intent", check(w.calls, w.snapshot(), NOW))
+    assert found.ids == ("book-h", "h", "h2")
+    assert "(inferred: its creating answer was lost)" in found.detail
+
+
+def test_an_unanswered_call_in_another_spelling_may_have_made_the_hold() -> None:
+    w = _world()
+    lost = _lost_h_rebooked(w)
+    same = {"start": "2030-10-02T12:00:00+02:00", "duration_minutes": 30, "end": None}
+    w.calls.append(replace(lost, request={**lost.request, **same}, intent="book-other"))
     assert check(w.calls, w.snapshot(), NOW) == []
 
 
@@ -564,3 +632,130 @@ def test_a_commit_or_release_without_its_audit_entry_is_a_lost_write() -> None:
             "acknowledged_writes_present", acknowledged_writes_present(w.calls, w.snapshot(), NOW)
         )
         assert found.detail.endswith("is not audited")
+
+
+def test_a_hold_and_its_hold_create_entry_go_together() -> None:
+    w = _world()
+    w.holds["e"] = _hold("e", "room-5")  # stored, never logged
+    found = _only("commits_with_current_token", check(w.calls, w.snapshot(), NOW))
+    assert found.detail == "e of acme is stored, but the audit log never created it"
+    del w.holds["e"]
+    w.log("hold.create", "e", "client:k-e")  # logged, never stored
+    found = _only("commits_with_current_token", check(w.calls, w.snapshot(), NOW))
+    assert found.detail == f"audit seq {w.audit[-1].seq} of acme created e, which is not stored"
+    w.log("hold.commit", "z", "idem_commit_z")  # moved, never created
+    moved = commits_with_current_token(w.calls, w.snapshot(), NOW)
+    assert (
+        moved[0].detail == f"audit seq {w.audit[-1].seq} of acme: hold.commit of z, never created"
+    )
+
+
+@pytest.mark.parametrize("early", [False, True])
+def test_a_hold_expired_before_its_expires_at_is_reported(early: bool) -> None:
+    w = _world()
+    e = _hold("e", "room-5", expires_at=NOW + timedelta(seconds=1) if early else NOW)
+    w.create(e)
+    w.log("hold.expire", "e")  # logged at NOW
+    w.holds["e"] = replace(e, status=HoldStatus.EXPIRED)
+    found = check(w.calls, w.snapshot(), NOW)
+    if not early:
+        assert found == []
+        return
+    seq = w.audit[-1].seq
+    assert _only("commits_with_current_token", found).detail == (
+        f"audit seq {seq} of acme: hold.expire of e at 2030-10-01T09:00:00Z, before its "
+        "expires_at 2030-10-01T09:00:01Z"
+    )
+
+
+# Step drift (DESIGN 3): one intent at two steps of one workflow, two labels.
+
+
+def _drift(w: World, gone: str, *, fp: str = "fp-x", workflow: str = "wf-x") -> None:
+    """x1 booked at step 1 (label L1); the same intent at step 2 (label L2) answered
+    with x1 as a replay under x1's key; x1 then ``gone`` (released, expired or
+    preempted); L2 sent again books x2 under its own key. ``fp`` and ``workflow``
+    are x1's, to fault it."""
+    x1 = _derived(_hold("x1", "room-9", 10, workflow_id=workflow, intent_fp=fp), 1)
+    body = w.create(x1, intent="L1", step=1)
+    drifted = _request(x1, step=2, workflow_id="wf-x")
+    w.call("create", drifted, _answer(201, body, x1.key, replayed=True), intent="L2")
+    if gone == "released":
+        w.holds["x1"] = replace(x1, status=HoldStatus.RELEASED, token=2)
+        w.act("release", w.holds["x1"])
+    elif gone == "expired":
+        w.holds["x1"] = replace(x1, expires_at=NOW - timedelta(seconds=30))
+    else:  # preempted by y (50), itself preempted by x2 (90) on the same slot
+        y = _hold("y", "room-9", 50)
+        w.create(y)
+        w.holds["x1"] = replace(x1, status=HoldStatus.PREEMPTED, token=2, preempted_by="y")
+        w.log("hold.preempt", "x1", x1.key)
+        w.holds["y"] = replace(y, status=HoldStatus.PREEMPTED, token=2, preempted_by="x2")
+        w.log("hold.preempt", "y", y.key)
+    x2 = _derived(_hold("x2", "room-9", 90, workflow_id="wf-x", intent_fp="fp-x"), 2)
+    w.create(x2, intent="L2", step=2)
+
+
+@pytest.mark.parametrize("gone", ["released", "expired", "preempted"])
+def test_a_step_drift_replay_then_a_fresh_booking_is_consistent(gone: str) -> None:
+    w = _world()
+    _drift(w, gone)
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+@pytest.mark.parametrize(
+    "change", [{"fp": "fp-other"}, {"workflow": "wf-other"}], ids=["intent", "workflow"]
+)
+def test_a_replay_of_another_intent_or_workflow_is_no_step_drift(change: dict[str, str]) -> None:
+    w = _world()
+    _drift(w, "released", **change)
+    found = check(w.calls, w.snapshot(), NOW)
+    assert {v.rule for v in found} == {"one_key_per_intent"}
+    x1, x2 = (w.holds[h].key for h in ("x1", "x2"))
+    assert sorted(v.ids for v in found) == sorted([("L2", "x1", "x2"), ("L2", *sorted((x1, x2)))])
+    keys = next(v.detail for v in found if "keys" in v.detail)
+    assert f"{x1} answered x1 (replayed, first in call " in keys
+    assert f"{x2} answered x2 (fresh, first in call " in keys
+
+
+def test_a_drift_replay_of_a_hold_an_answer_showed_released_is_reported() -> None:
+    w = _world()
+    x1 = _derived(_hold("x1", "room-9", workflow_id="wf-x", intent_fp="fp-x"), 1)
+    body = w.create(x1, intent="L1", step=1)
+    w.holds["x1"] = replace(x1, status=HoldStatus.RELEASED, token=2)
+    w.act("release", w.holds["x1"])
+    released = len(w.calls) - 1
+    w.call("create", _request(x1, step=2), _answer(201, body, x1.key, replayed=True), intent="L2")
+    w.create(_derived(_hold("x2", "room-9", workflow_id="wf-x", intent_fp="fp-x"), 2),
+             intent="L2", step=2)  # fmt: skip
+    found = _only("one_key_per_intent", check(w.calls, w.snapshot(), NOW))
+    assert found.detail == (
+        f"create call {released + 1} of intent 'L2' of acme was answered with x1 as a step-drift "
+        f"replay under {x1.key}, after call {released} had shown it released"
+    )
+
+
+def test_two_fresh_bookings_of_one_label_are_reported_even_beside_drift() -> None:
+    w = _world()
+    _drift(w, "released")
+    x3 = _derived(_hold("x3", "room-9", 90, workflow_id="wf-x", intent_fp="fp-x",
+                        status=HoldStatus.RELEASED, token=2), 3)  # fmt: skip
+    w.create(x3, intent="L2", step=2)  # under a third key: a derivation fault
+    w.log("hold.release", "x3", "idem_release_x3")  # released since, unanswered
+    found = check(w.calls, w.snapshot(), NOW)
+    assert {v.rule for v in found} == {"one_key_per_intent"}
+    keys = tuple(sorted(w.holds[h].key for h in ("x2", "x3")))
+    assert {v.ids for v in found} == {("L2", "x2", "x3"), ("L2", *keys)}
+
+
+def test_replays_of_two_intents_under_two_keys_are_reported_without_a_hold_of_its_own() -> None:
+    w = _world()
+    for hold_id, fp in (("x1", "fp-x"), ("x2", "fp-y")):
+        hold = _derived(_hold(hold_id, f"room-{hold_id}", workflow_id="wf-x", intent_fp=fp), 1)
+        body = w.create(hold, intent=f"L-{hold_id}", step=1)
+        w.call("create", _request(hold, step=2), _answer(201, body, hold.key, replayed=True),
+               intent="L2")  # fmt: skip
+    found = check(w.calls, w.snapshot(), NOW)
+    assert {v.rule for v in found} == {"one_key_per_intent"}
+    assert {v.ids[:3] for v in found} == {("L2", "x1", "x2"), ("L2", *sorted(
+        w.holds[h].key for h in ("x1", "x2")))}  # fmt: skip

@@ -6,9 +6,10 @@
 
 prints the same problems (exit 1) or says the history is consistent (exit 0).
 It runs the history checker (``slotward.engine.history.check``) and the outbox
-and audit checks: every acknowledged change (a fresh answer, or a replay whose
-first answer a crash cut off) has its event and audit entry once, the chains
-verify, no hold record is left ``executing``.
+and audit checks: every acknowledged change of a hold (a fresh answer, or a
+replay whose first answer a crash cut off) has its event and audit entry once;
+every lease granted and every completion acknowledged has its audit entry; the
+chains verify; no hold record is left ``executing``.
 """
 
 from __future__ import annotations
@@ -75,11 +76,35 @@ def _effects(recording: Recording) -> list[str]:
             out.append(f"no {event} event for {call}")
         if (call.tenant, action, str(said["id"])) not in audited:
             out.append(f"no fresh {action} audit entry for {call}")
+    out += _execution_entries(recording)
     for tenant in sorted({c.tenant for c in recording.calls}):
         entries = [e for e in snapshot.audit if e.tenant == tenant]
         chain = verify_chain(entries)
         if not chain.ok or chain.count != len(entries) or not entries:
             out.append(f"audit chain of {tenant} ({len(entries)} entries): {chain}")
+    return out
+
+
+def _execution_entries(recording: Recording) -> list[str]:
+    """Every lease granted (201) and every completion acknowledged (2xx, fresh or
+    replayed) has its audit entry: at least as many ``execution.acquire``
+    entries for a key as leases were granted on it (calls whose answer was lost
+    may have added more), and an ``execution.complete`` with the outcome sent."""
+    audit, out = recording.snapshot.audit, []
+    acquired = Counter((e.tenant, e.key) for e in audit if e.action == "execution.acquire")
+    completed = {(e.tenant, e.key, e.outcome) for e in audit if e.action == "execution.complete"}
+    granted = Counter(
+        (c.tenant, stored_key(c.key or "")) for c in recording.calls
+        if c.op == "acquire" and c.status == 201
+    )  # fmt: skip
+    for (tenant, key), n in sorted(granted.items(), key=str):
+        if acquired[(tenant, key)] < n:
+            out.append(f"{n} leases granted on {key} of {tenant}, but "
+                       f"{acquired[(tenant, key)]} execution.acquire audit entries")  # fmt: skip
+    for call in (c for c in recording.calls if c.op == "complete" and c.ok):
+        outcome = call.request.get("outcome")
+        if (call.tenant, stored_key(call.key or ""), outcome) not in completed:
+            out.append(f"no execution.complete ({outcome}) audit entry for {call}")
     return out
 
 

@@ -73,7 +73,7 @@ async def test_a_blocked_store_answers_503_and_the_retry_lands_once(server: Serv
     assert server.table_counts()["holds"] == 1
 
 
-async def test_a_tenant_lock_holds_up_only_its_tenant_on_postgresql(server: Server) -> None:
+async def test_what_a_tenant_lock_holds_up_depends_on_the_store(server: Server) -> None:
     other = await server.key(tenant="globex")
     acme = await server.key()
     with _store_blocked(server, tenant="acme"):

@@ -35,6 +35,7 @@ class _History:
     ledger: list[LedgerRecord] = field(default_factory=list)
     audit: list[AuditEntry] = field(default_factory=list)
     outbox: list[OutboxRow] = field(default_factory=list)
+    unlogged: str | None = None  # an execution audit action the server "forgot"
 
     def call(
         self, op: Op, status: int | None, body: bytes, key: str, *, replayed: bool = False,
@@ -58,13 +59,21 @@ class _History:
         self.outbox.append(OutboxRow("acme", event, hold.id))
         return body
 
+    def log(self, action: str, key: str, outcome: str) -> None:
+        """An audit entry that names no hold (an execution's)."""
+        if action == self.unlogged:
+            return
+        head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, GENESIS)
+        self.audit.append(next_entry(head, tenant="acme", at=NOW, actor="agent-0", action=action,
+                                     key=key, hold_id=None, outcome=outcome))  # fmt: skip
+
     def recording(self) -> Recording:
         snapshot = Snapshot(tuple(self.holds), tuple(self.ledger), tuple(self.audit))
         return Recording(tuple(self.calls), snapshot, NOW, tuple(self.outbox), {"seed": 7})
 
 
-def _consistent() -> _History:
-    h = _History()
+def _consistent(unlogged: str | None = None) -> _History:
+    h = _History(unlogged=unlogged)
     held = Hold("h1", "client:idem_h1", "acme", "wf-1", "agent-0", ("room-0@example.com",), SLOT,
                 SLOT + timedelta(minutes=30), "sync", None, 50, HoldStatus.HELD,
                 NOW + timedelta(minutes=5), 1, "fp-h1", NOW, NOW, 1)  # fmt: skip
@@ -82,8 +91,12 @@ def _consistent() -> _History:
     lease = encode({"key": "idem_job", "state": "acquired", "lease_token": "lease_1",
                     "lease_expires_at": "2031-05-06T08:00:30Z"})  # fmt: skip
     h.call("acquire", 201, lease, "idem_job", intent="acme acquire wf-exec-1 send_email")
+    h.log("execution.acquire", "client:idem_job", "fresh")
     done = encode({"key": "idem_job", "state": "succeeded", "result": {"n": 1}})
-    h.call("complete", 200, done, "idem_job", target="idem_job", intent="acme complete")
+    finish = {"lease_token": "lease_1", "outcome": "succeeded", "result": {"n": 1}}
+    h.call("complete", 200, done, "idem_job", target="idem_job", intent="acme complete",
+           request=finish)  # fmt: skip
+    h.log("execution.complete", "client:idem_job", "succeeded")
     h.ledger.append(LedgerRecord("acme", "client:idem_job", "fp", "succeeded", 200, done, NOW,
                                  NOW + timedelta(hours=72), kind="execution"))  # fmt: skip
     return h
@@ -148,3 +161,11 @@ def test_a_file_of_another_format_or_with_unknown_fields_is_refused(tmp_path: Pa
     path.write_text(text.replace('"intent":', '"intent_v2":', 1))
     with pytest.raises(ValueError, match="intent_v2"):
         load(path)
+
+
+@pytest.mark.parametrize("action", ["execution.acquire", "execution.complete"])
+def test_a_missing_execution_audit_entry_is_found(action: str) -> None:
+    h = _consistent(unlogged=action)
+    found = problems(h.recording())
+    assert len(found) == 1, found
+    assert action in found[0]

@@ -5,8 +5,9 @@ the answer with its headers and body, and the client's times) and then read the
 store once (:class:`Snapshot`). :func:`check` returns every broken promise of
 DESIGN sections 3-5 as a :class:`Violation`; an empty list means the history is
 consistent. Each rule is also a function of its own, so a test can aim at one;
-the intent rule and the token rule live in ``history_intents`` and
-``history_tokens``, and every rule is exported from here.
+the intent rule, the overlap rule and the token rule live in
+``history_intents``, ``history_overlap`` and ``history_tokens``, and every rule
+is exported from here.
 
 A call without an answer (a timeout, a connection a killed server reset) has
 ``status=None``: it is *indeterminate*, it may or may not have taken effect. No
@@ -26,6 +27,7 @@ from typing import TypeVar
 
 from slotward.engine.executions import stored_key
 from slotward.engine.history_intents import one_key_per_intent
+from slotward.engine.history_overlap import no_overlap
 from slotward.engine.history_tokens import commits_with_current_token
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord
 from slotward.engine.recorded import Call, Op, Snapshot, Violation
@@ -118,26 +120,6 @@ def _lease(call: Call) -> tuple[datetime, datetime, str]:
     end = datetime.fromisoformat(str(doc.get("lease_expires_at")))
     seconds = int(call.request.get("lease_seconds", 30))
     return end - timedelta(seconds=seconds), end, str(doc.get("lease_token"))
-
-
-def no_overlap(calls: Sequence[Call], snapshot: Snapshot, now: datetime) -> list[Violation]:
-    """No two live or committed holds of one attendee overlap (as readers see them at ``now``)."""
-    out = []
-    per_attendee: dict[tuple[str, str], list[Hold]] = defaultdict(list)
-    for hold in snapshot.holds:
-        if hold.blocks_at(now):
-            for attendee in hold.attendees:
-                per_attendee[hold.tenant, attendee].append(hold)
-    for (_, attendee), holds in per_attendee.items():
-        holds.sort(key=lambda h: h.start)
-        latest = holds[0]
-        for hold in holds[1:]:
-            if hold.start < latest.end:
-                out.append(Violation("no_overlap", f"{attendee}: {latest.id} and {hold.id} "
-                                     "overlap", (attendee, latest.id, hold.id)))  # fmt: skip
-            if hold.end > latest.end:
-                latest = hold
-    return out
 
 
 def preemption_by_higher_priority(

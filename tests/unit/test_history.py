@@ -82,8 +82,15 @@ class World:
                                         NOW + timedelta(hours=72), **kw))  # fmt: skip
 
     def create(self, hold: Hold, *, replays: int = 0, intent: str | None = None,
-               step: int | None = None) -> bytes:  # fmt: skip
-        """Created fresh, and replayed; a client key is sent, a derived one is not."""
+               step: int | None = None, preempts: tuple[Hold, ...] = (),
+               at: datetime = NOW) -> bytes:  # fmt: skip
+        """Created fresh, and replayed; a client key is sent, a derived one is not.
+
+        The holds it ``preempts`` are logged preempted just before it, as the
+        engine does (in one transaction); their stored state is the caller's.
+        """
+        for loser in preempts:
+            self.log("hold.preempt", loser.id, loser.key, at=at)
         body = encode(hold_document(replace(hold, status=HoldStatus.HELD, token=1), NOW))
         public = hold.key.removeprefix("client:")
         sent = None if hold.key.startswith("idem_") else public
@@ -92,25 +99,25 @@ class World:
             self.call("create", request, _answer(201, body, public, replayed=n > 0),
                       idempotency_key_sent=sent, intent=intent)  # fmt: skip
         self.record(hold.key, 201, body, hold_id=hold.id)
-        self.log("hold.create", hold.id, hold.key)
+        self.log("hold.create", hold.id, hold.key, at=at)
         self.holds[hold.id] = hold
         return body
 
-    def log(self, action: str, hold_id: str, key: str | None = None) -> None:
+    def log(self, action: str, hold_id: str, key: str | None = None, at: datetime = NOW) -> None:
         """Append to the audit chain, as the engine does beside each change."""
         head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, "0" * 64)
-        self.audit.append(next_entry(head, tenant="acme", at=NOW, actor="agent-a",
+        self.audit.append(next_entry(head, tenant="acme", at=at, actor="agent-a",
                                      action=action, key=key, hold_id=hold_id,
                                      outcome="fresh"))  # fmt: skip
 
-    def act(self, op: Any, hold: Hold, token: int | None = None) -> None:
+    def act(self, op: Any, hold: Hold, token: int | None = None, at: datetime = NOW) -> None:
         """A fresh commit or release of ``hold`` (as it is afterwards), answered and logged."""
         body = encode(hold_document(hold, NOW))
         key = f"idem_{op}_{hold.id}"
         self.call(op, {} if token is None else {"token": token}, _answer(200, body, key),
                   target=hold.id)  # fmt: skip
         self.record(key, 200, body, hold_id=hold.id)
-        self.log(f"hold.{op}", hold.id, key)
+        self.log(f"hold.{op}", hold.id, key, at=at)
 
     def snapshot(self) -> Snapshot:
         return Snapshot(tuple(self.holds.values()), tuple(self.ledger), tuple(self.audit))
@@ -123,9 +130,8 @@ def _world() -> World:
     w.act("commit", replace(a, status=HoldStatus.COMMITTED, token=2, committed_at=NOW), token=1)
     w.holds["a"] = replace(a, status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
     w.create(_hold("b", "room-2", priority=10))
-    w.create(_hold("c", "room-2", priority=90))
+    w.create(_hold("c", "room-2", priority=90), preempts=(w.holds["b"],))
     w.holds["b"] = replace(w.holds["b"], status=HoldStatus.PREEMPTED, token=2, preempted_by="c")
-    w.log("hold.preempt", "b", "client:k-b")
     d = _hold("d", "room-3")
     w.create(d)
     w.holds["d"] = replace(d, status=HoldStatus.RELEASED, token=2)
@@ -237,6 +243,97 @@ def test_an_expired_hold_does_not_overlap() -> None:
     w.holds["e"] = _hold("e", "room-1", expires_at=NOW)  # held in storage, expired to readers
     assert no_overlap(w.calls, w.snapshot(), NOW) == []
     assert no_overlap(w.calls, w.snapshot(), NOW - timedelta(seconds=1)) != []
+
+
+# Overlaps over time: two holds of room-5 on one slot, created (and ended) at
+# given seconds before NOW, so that the stored state alone shows nothing.
+
+
+def _booked(w: World, hold_id: str, at: int, ttl: int = 300, **changes: Any) -> Hold:
+    """Hold ``hold_id`` on room-5's slot, created ``at`` seconds before NOW for ``ttl`` s."""
+    created = NOW - timedelta(seconds=at)
+    hold = _hold(hold_id, "room-5", expires_at=created + timedelta(seconds=ttl), **changes)
+    w.create(hold, at=created)
+    return hold
+
+
+def _released(w: World, hold: Hold, at: int) -> None:
+    w.holds[hold.id] = replace(hold, status=HoldStatus.RELEASED, token=2)
+    w.act("release", w.holds[hold.id], at=NOW - timedelta(seconds=at))
+
+
+def test_an_overlap_that_ended_before_the_snapshot_is_reported() -> None:
+    w = _world()
+    _booked(w, "e", 60)
+    f = _booked(w, "f", 30, start=SLOT + timedelta(minutes=15), end=SLOT + timedelta(minutes=45))
+    _released(w, f, 10)
+    found = _only("no_overlap", check(w.calls, w.snapshot(), NOW))
+    assert found.ids == ("room-5", "e", "f")
+    assert found.detail == (
+        "room-5: e [2030-10-02T10:00:00Z, 2030-10-02T10:30:00Z) and "
+        "f [2030-10-02T10:15:00Z, 2030-10-02T10:45:00Z) overlap, both blocking at "
+        f"2030-10-01T08:59:30Z (audit seq {w.audit[-2].seq}: hold.create of f)"
+    )
+
+
+def test_holds_one_after_the_other_do_not_overlap() -> None:
+    w = _world()
+    e = _booked(w, "e", 90)
+    _released(w, e, 60)
+    _booked(w, "f", 60, ttl=30)  # created at the instant e was released, expires at NOW-30s
+    _booked(w, "g", 30)  # created at the instant f expired
+    w.holds["f"] = replace(w.holds["f"], status=HoldStatus.EXPIRED)
+    w.log("hold.expire", "f", at=NOW - timedelta(seconds=30))  # swept after g's create
+    assert check(w.calls, w.snapshot(), NOW) == []
+
+
+def test_a_hold_released_after_another_was_created_overlaps_even_at_one_instant() -> None:
+    w = _world()
+    e = _booked(w, "e", 90)
+    _booked(w, "f", 60)
+    _released(w, e, 60)  # the same instant, but logged after f's creation
+    assert _only("no_overlap", check(w.calls, w.snapshot(), NOW)).ids == ("room-5", "e", "f")
+
+
+@pytest.mark.parametrize("winner_first", [False, True])
+def test_a_preemption_is_no_overlap_unless_the_winner_is_logged_first(winner_first: bool) -> None:
+    w = _world()
+    loser = _booked(w, "e", 60, priority=10)
+    winner, at = _hold("f", "room-5", priority=90), NOW - timedelta(seconds=30)
+    w.create(winner, preempts=() if winner_first else (loser,), at=at)
+    if winner_first:  # one instant, but the loser still blocked when the winner was placed
+        w.log("hold.preempt", "e", loser.key, at=at)
+    w.holds["e"] = replace(loser, status=HoldStatus.PREEMPTED, token=2, preempted_by="f")
+    found = check(w.calls, w.snapshot(), NOW)
+    assert [v.ids for v in found] == ([("room-5", "e", "f")] if winner_first else [])
+
+
+@pytest.mark.parametrize("between", ["nothing", "released", "live"])
+@pytest.mark.parametrize("swept", [False, True])
+def test_a_late_commit_overlaps_only_a_hold_that_still_blocks(between: str, swept: bool) -> None:
+    """e expires at NOW-60s; f is placed on its slot at NOW-50s; e is committed at NOW-10s,
+    when f is released already, or not yet (it is released at NOW-5s)."""
+    w = _world()
+    e = _booked(w, "e", 120, ttl=60)
+    if swept:
+        w.holds["e"] = replace(e, status=HoldStatus.EXPIRED)
+        w.log("hold.expire", "e", at=NOW - timedelta(seconds=60))
+    f = _booked(w, "f", 50) if between != "nothing" else None
+    if f is not None and between == "released":
+        _released(w, f, 20)
+    committed = replace(e, status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    w.act("commit", committed, token=1, at=NOW - timedelta(seconds=10))
+    w.holds["e"] = committed
+    if f is not None and between == "live":
+        _released(w, f, 5)
+    found = check(w.calls, w.snapshot(), NOW)
+    if between != "live":
+        assert found == []
+        return
+    assert _only("no_overlap", found).ids == ("room-5", "f", "e")
+    assert found[0].detail.endswith(
+        f"both blocking at 2030-10-01T08:59:50Z (audit seq {w.audit[-2].seq}: hold.commit of e)"
+    )
 
 
 def test_preemption_by_a_lower_or_equal_priority_is_reported() -> None:
@@ -569,10 +666,9 @@ def _preempted_unseen(w: World) -> Hold:
     """Hold p (priority 10) preempted by q (90), whose answer was lost; q expired since."""
     p = _hold("p", "room-9", priority=10)
     w.create(p)
-    w.create(_hold("q", "room-9", priority=90, expires_at=NOW))
+    w.create(_hold("q", "room-9", priority=90, expires_at=NOW), preempts=(p,))
     _lost(w, -1)
     w.holds["p"] = replace(p, status=HoldStatus.PREEMPTED, token=2, preempted_by="q")
-    w.log("hold.preempt", "p", p.key)
     return p
 
 
@@ -687,13 +783,11 @@ def _drift(w: World, gone: str, *, fp: str = "fp-x", workflow: str = "wf-x") -> 
         w.holds["x1"] = replace(x1, expires_at=NOW - timedelta(seconds=30))
     else:  # preempted by y (50), itself preempted by x2 (90) on the same slot
         y = _hold("y", "room-9", 50)
-        w.create(y)
+        w.create(y, preempts=(x1,))
         w.holds["x1"] = replace(x1, status=HoldStatus.PREEMPTED, token=2, preempted_by="y")
-        w.log("hold.preempt", "x1", x1.key)
         w.holds["y"] = replace(y, status=HoldStatus.PREEMPTED, token=2, preempted_by="x2")
-        w.log("hold.preempt", "y", y.key)
     x2 = _derived(_hold("x2", "room-9", 90, workflow_id="wf-x", intent_fp="fp-x"), 2)
-    w.create(x2, intent="L2", step=2)
+    w.create(x2, intent="L2", step=2, preempts=(w.holds["y"],) if gone == "preempted" else ())
 
 
 @pytest.mark.parametrize("gone", ["released", "expired", "preempted"])
@@ -738,7 +832,8 @@ def test_a_drift_replay_of_a_hold_an_answer_showed_released_is_reported() -> Non
 def test_two_fresh_bookings_of_one_label_are_reported_even_beside_drift() -> None:
     w = _world()
     _drift(w, "released")
-    x3 = _derived(_hold("x3", "room-9", 90, workflow_id="wf-x", intent_fp="fp-x",
+    # In another room, so that x2 and x3 are no double booking as well.
+    x3 = _derived(_hold("x3", "room-8", 90, workflow_id="wf-x", intent_fp="fp-x",
                         status=HoldStatus.RELEASED, token=2), 3)  # fmt: skip
     w.create(x3, intent="L2", step=2)  # under a third key: a derivation fault
     w.log("hold.release", "x3", "idem_release_x3")  # released since, unanswered

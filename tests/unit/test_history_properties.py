@@ -539,6 +539,24 @@ def overlapping_holds(calls: list[Call], snap: Snapshot, now: datetime,
     return calls, replace(snap, holds=tuple(moved if h is second else h for h in snap.holds))
 
 
+def overlap_since_released(calls: list[Call], snap: Snapshot, now: datetime,
+                           data: st.DataObject) -> tuple[list[Call], Snapshot]:  # fmt: skip
+    """A second hold placed on a hold's slot and attendees just after it, then released:
+    a double booking the store no longer shows."""
+    created = [e for e in snap.audit if e.action == "hold.create" and e.hold_id]
+    entry = data.draw(st.sampled_from(created))
+    hold = next(h for h in snap.holds if (h.tenant, h.id) == (entry.tenant, entry.hold_id))
+    twin = replace(hold, id=f"{hold.id}_double", key=f"{hold.key}_double",
+                   status=HoldStatus.RELEASED, token=2, committed_at=None,
+                   preempted_by=None)  # fmt: skip
+    made = replace(entry, hold_id=twin.id, key=twin.key)
+    released = replace(entry, action="hold.release", hold_id=twin.id, key=None)
+    log = list(snap.audit)
+    at = log.index(entry) + 1
+    log[at:at] = [made, released]
+    return calls, replace(snap, holds=(*snap.holds, twin), audit=tuple(_rechained(log)))
+
+
 def relabelled_intent(calls: list[Call], snap: Snapshot, now: datetime,
                       data: st.DataObject) -> tuple[list[Call], Snapshot]:  # fmt: skip
     """A create of another intent labelled as if it were the same call as a labelled one."""
@@ -635,6 +653,7 @@ FAULTS: list[tuple[Fault, str, str]] = [
     (changed_replay, "replays_identical", "answered"),
     (dropped_hold, "acknowledged_writes_present", "is missing"),
     (overlapping_holds, "no_overlap", "overlap"),
+    (overlap_since_released, "no_overlap", "audit seq"),
     (relabelled_intent, "one_key_per_intent", "intent"),
     (commit_after_preemption, "commits_with_current_token", "preempted since seq"),
     (unaudited_move, "acknowledged_writes_present", "is not audited"),

@@ -10,10 +10,12 @@ least ``SPACING`` places after its last: an agent waits for its own answer
 before its next call, so the calls between keep the server busy meanwhile.
 
 The kill points are plan indices: the server is SIGKILLed right after the call
-at each point has gone out (or was skipped: a commit with no hold to commit).
-Nothing here reads a clock or an answer: one seed, one plan. What the answers
-are, and so which holds a commit finds, is up to the run
-(tests/e2e/crash_workload.py).
+at each point has gone out (or was skipped: a commit with no hold to commit),
+or, at about half of them (``lose_answer``), the moment that call's answer
+arrives, and the client drops the answer: a call that acted and lost its
+answer, the case a retry's replay must cover. Nothing here reads a clock or an
+answer: one seed, one plan. What the answers are, and so which holds a commit
+finds, is up to the run (tests/e2e/crash_workload.py).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ SPACING = 6  # planned calls from one of an agent's calls to its next, at least
 TAIL = 24  # planned calls after the last kill point: the last restart is used too
 ROOMS = tuple(f"room-{i}@example.com" for i in range(3))
 MAX_LEASE = 2
+LOSE_ANSWER = 0.5  # the share of kill points that wait for the call's answer, then lose it
 
 Kind = Literal["create", "commit", "release", "execution"]
 
@@ -55,6 +58,7 @@ class Plan:
     tasks: tuple[tuple[Task, ...], ...]  # per agent, in the order the agents were given
     kill_at: tuple[int, ...]  # ascending plan indices
     length: int  # planned calls in all
+    lose_answer: tuple[bool, ...] = ()  # per kill point: kill as its call's answer arrives
 
 
 @dataclass(frozen=True)
@@ -76,7 +80,9 @@ def make_plan(seed: int, agents: Sequence[str]) -> Plan:
     order = _order(random.Random(rng.getrandbits(64)), [sum(d.count for d in ds) for ds in drafts])
     tasks = tuple(_placed(ds, [i for i, a in enumerate(order) if a == agent])
                   for agent, ds in enumerate(drafts))  # fmt: skip
-    return Plan(seed, tasks, kill_at, len(order))
+    losing = random.Random(rng.getrandbits(64))  # drawn last: the rest is as before per seed
+    lose_answer = tuple(losing.random() < LOSE_ANSWER for _ in kill_at)
+    return Plan(seed, tasks, kill_at, len(order), lose_answer)
 
 
 def _placed(drafts: Sequence[_Draft], indices: Sequence[int]) -> tuple[Task, ...]:

@@ -29,11 +29,15 @@ class Agent:
 
 class Sent:
     """A planned call's trace context for aiohttp: ``callback`` runs once, as its body
-    is written. ``index``: the call's place in the plan."""
+    is written; ``lose`` is asked as an answer arrives whether to drop it (the server
+    dies then). ``index``: the call's place in the plan."""
 
-    def __init__(self, index: int, callback: Callable[[], None]) -> None:
+    def __init__(
+        self, index: int, callback: Callable[[], None], lose: Callable[[], bool] = lambda: False
+    ) -> None:
         self.index = index
         self._callback: Callable[[], None] | None = callback
+        self.lose = lose
 
     def fire(self) -> None:
         callback, self._callback = self._callback, None
@@ -79,9 +83,11 @@ class Recorder:
             async with self.session.post(
                 self.base + path, data=json.dumps(body), headers=headers, trace_request_ctx=sent
             ) as resp:
-                raw = await resp.read()
-                status: int | None = resp.status
-                answered = dict(resp.headers)
+                status: int | None = None
+                raw, answered = b"", {}
+                if sent is None or not sent.lose():  # else lost, as the server dies
+                    raw = await resp.read()
+                    status, answered = resp.status, dict(resp.headers)
         except aiohttp.ClientConnectorError:
             return None
         except (aiohttp.ClientError, TimeoutError):

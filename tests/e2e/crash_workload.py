@@ -4,7 +4,8 @@ agents against a server that is SIGKILLed at the plan's kill points.
 The planned calls go out strictly in plan order (a ``Sequencer`` hands out
 turns), while their answers overlap: an agent waits only for its own last
 answer. A call counts as gone out when aiohttp hands its body to the socket.
-Right after the call at a kill point, the server is killed; the calls after it
+Right after the call at a kill point, or as its answer arrives (then the client
+drops that answer), the server is killed; the calls after it
 wait until the server is back and the calls it cut off have settled (a lost
 answer is retried). So a seed fixes every call, the order they go out in, and
 which had gone out at each kill. It cannot fix how far the server had got with
@@ -156,7 +157,9 @@ class Sequencer:
     """Turns strictly in plan order, and the kills.
 
     A planned call goes once the one before it has gone out (its body written, or
-    it was skipped). Right after the call at a kill point, the server is killed;
+    it was skipped). Right after the call at a kill point, or as its answer
+    arrives (the plan's ``lose_answer``; the client then drops that answer), the
+    server is killed;
     the calls after it wait until the server is back and every call the kill cut
     off has settled (answered, or retried to the end), so each kill follows
     exactly the calls up to its point and the plan resumes with every agent free.
@@ -167,7 +170,9 @@ class Sequencer:
         self._open: set[int] = set()  # planned calls under way
         self._recovering = False  # killed: until restarted and every open call settled
         self._restarting = False
-        self._pending = list(plan.kill_at)
+        losing = plan.lose_answer or (False,) * len(plan.kill_at)
+        self._pending = list(zip(plan.kill_at, losing, strict=True))
+        self._awaiting: int | None = None  # the kill point whose answer the kill waits for
         self._changed = asyncio.Event()
         self._server, self._tasks, self._kills = server, tasks, kills
 
@@ -181,15 +186,30 @@ class Sequencer:
         if index != self._next:
             return  # said already
         self._next += 1
-        if self._pending and index == self._pending[0]:
-            self._pending.pop(0)
+        if self._pending and index == self._pending[0][0]:
+            _, lose_answer = self._pending.pop(0)
             self._kills.after.append(index)
-            self._kills.at.append(time.time())
-            self._recovering = self._restarting = True
-            # after this write has reached the socket: the writer runs on to it first
-            asyncio.get_running_loop().call_soon(self._server.signal_kill)
-            self._tasks.create_task(self._restart())
+            self._recovering = True  # nothing more goes out
+            if lose_answer:
+                self._awaiting = index
+            else:  # after this write has reached the socket: the writer runs on to it first
+                asyncio.get_running_loop().call_soon(self._kill)
         self._notify()
+
+    def lose(self, index: int) -> bool:
+        """The answer to ``index`` has arrived: True if it is to be lost (the server
+        is killed now, so its next call finds it gone)."""
+        if self._awaiting != index:
+            return False
+        self._awaiting = None
+        self._kill()
+        return True
+
+    def _kill(self) -> None:
+        self._restarting = True
+        self._kills.at.append(time.time())
+        self._server.signal_kill()
+        self._tasks.create_task(self._restart())
 
     async def back(self) -> None:
         """For a refused retry: once the server is up again (when it is up, a short poll)."""
@@ -198,6 +218,8 @@ class Sequencer:
         await asyncio.sleep(0.01)
 
     def settled(self, index: int) -> None:
+        if self._awaiting == index:  # it ended without an answer: the kill is due anyway
+            self.lose(index)
         self._open.discard(index)
         self._notify()
 
@@ -225,7 +247,7 @@ class _Run:
     ) -> Call:  # fmt: skip
         await self.seq.turn(index)
         retry = random.Random(f"{self.seed}:{index}")  # this call's retries, whatever the timing
-        sent = Sent(index, partial(self.seq.went, index))
+        sent = Sent(index, partial(self.seq.went, index), partial(self.seq.lose, index))
         try:
             return await self.rec.send(agent, op, path, bodies, retry, intent=intent,
                                        target=target, sent=sent, back=self.seq.back)  # fmt: skip

@@ -78,7 +78,8 @@ async def test_sigkill_at_seeded_points_keeps_every_promise(
     plan = make_plan(seed, [a.name for a in agents])
     server = Server(database, tmp_path / "server.log")
     evidence = _Evidence(tmp_path / "crash-history.json", database, request.node.nodeid)
-    evidence.run.update(seed=seed, kill_at=list(plan.kill_at), plan_length=plan.length)
+    evidence.run.update(seed=seed, kill_at=list(plan.kill_at), plan_length=plan.length,
+                        lose_answer=list(plan.lose_answer))  # fmt: skip
     try:
         await asyncio.to_thread(server.start)
         async with _session() as session:
@@ -95,6 +96,12 @@ async def test_sigkill_at_seeded_points_keeps_every_promise(
         assert not [c for c in calls if c.status is not None and c.status >= 500]
         assert {c.op for c in calls if c.fresh} >= {"create", "commit", "release", "complete"}
         assert any(c.status is None for c in calls)  # the crashes did cut answers off
+        first: dict[int | None, Call] = {}
+        for call, index in zip(calls, evidence.planned[: len(calls)], strict=True):
+            first.setdefault(index, call)
+        dropped = [i for i, lose in zip(plan.kill_at, plan.lose_answer, strict=True) if lose]
+        assert dropped  # some kills came as an answer arrived, and it was lost
+        assert all(first[i].status is None for i in dropped if i in first)
         assert all(c.intent for c in calls)
     except Exception as exc:
         server.ensure_stopped()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.e2e.crash_plan import KILLS, Plan, make_plan
+from tests.e2e.crash_plan import KILLS, SEED, Plan, make_plan
 from tests.e2e.crash_workload import SEED_VARIABLE, crash_seed
 
 AGENTS = [f"agent-{i}" for i in range(4)] * 2
@@ -42,3 +42,9 @@ def test_the_plan_has_every_kind_of_task_and_every_outcome() -> None:
 def test_the_seed_comes_from_the_environment_or_is_the_fixed_one() -> None:
     assert crash_seed({SEED_VARIABLE: " 42 "}) == 42
     assert crash_seed({}) == crash_seed({SEED_VARIABLE: ""}) == 20310506
+
+
+def test_about_half_the_kills_wait_for_the_answer_and_lose_it() -> None:
+    plan = make_plan(SEED, AGENTS)
+    assert len(plan.lose_answer) == len(plan.kill_at)
+    assert 0 < sum(plan.lose_answer) < len(plan.kill_at)

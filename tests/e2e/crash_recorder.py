@@ -71,6 +71,9 @@ class Recorder:
     session: aiohttp.ClientSession
     calls: list[Call] = field(default_factory=list)
     planned: list[int | None] = field(default_factory=list)
+    # Answers dropped at a kill (status, body, headers), by plan index: the
+    # server gave them, the history records the call as unanswered.
+    lost: dict[int, tuple[int, bytes, dict[str, str]]] = field(default_factory=dict)
 
     async def attempt(
         self, agent: Agent, op: Op, path: str, body: dict[str, Any], target: str | None,
@@ -83,11 +86,12 @@ class Recorder:
             async with self.session.post(
                 self.base + path, data=json.dumps(body), headers=headers, trace_request_ctx=sent
             ) as resp:
-                status: int | None = None
-                raw, answered = b"", {}
-                if sent is None or not sent.lose():  # else lost, as the server dies
-                    raw = await resp.read()
-                    status, answered = resp.status, dict(resp.headers)
+                raw = await resp.read()
+                code, answered = resp.status, dict(resp.headers)
+            status: int | None = code
+            if sent is not None and sent.lose():  # the server dies now; the answer is lost
+                self.lost[sent.index] = (code, raw, answered)
+                status, raw, answered = None, b"", {}
         except aiohttp.ClientConnectorError:
             return None
         except (aiohttp.ClientError, TimeoutError):

@@ -19,6 +19,7 @@ tests/e2e/test_crash.py runs it and checks what is left.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import random
@@ -147,7 +148,10 @@ async def make_agents(url: str) -> list[Agent]:
 
 @dataclass
 class Kills:
-    """Where the server was killed: after which planned calls, and when (epoch seconds)."""
+    """Where the server was killed: after which planned calls, and when (epoch seconds).
+
+    ``after`` grows as a kill point's call goes out, ``at`` as the kill happens: a
+    run that failed while a kill waited for an answer has one more ``after``."""
 
     after: list[int] = field(default_factory=list)
     at: list[float] = field(default_factory=list)
@@ -209,7 +213,8 @@ class Sequencer:
         self._restarting = True
         self._kills.at.append(time.time())
         self._server.signal_kill()
-        self._tasks.create_task(self._restart())
+        with contextlib.suppress(RuntimeError):  # the run is failing: no restart then
+            self._tasks.create_task(self._restart())
 
     async def back(self) -> None:
         """For a refused retry: once the server is up again (when it is up, a short poll)."""

@@ -88,7 +88,7 @@ class _Job:
     def start(self) -> None:
         with self._lock:
             if self._abandoned:
-                raise Unavailable("the store is too busy; retry shortly", retry_after=1)
+                raise _busy()
             self._started = True
 
     def abandon(self) -> bool:
@@ -96,6 +96,10 @@ class _Job:
         with self._lock:
             self._abandoned = not self._started
             return self._abandoned
+
+
+def _busy() -> Unavailable:
+    return Unavailable("the store is too busy; retry shortly", retry_after=1)
 
 
 def _discard(future: asyncio.Future[Any]) -> None:
@@ -191,7 +195,7 @@ class SqliteStore:
         done, _ = await asyncio.wait({future}, timeout=self._queue_seconds)
         if not done and job.abandon():
             future.add_done_callback(_discard)
-            raise Unavailable("the store is too busy; retry shortly", retry_after=1)
+            raise _busy()
         return await future
 
     async def close(self) -> None:

@@ -53,19 +53,19 @@ class _History:
         kept = NOW + timedelta(hours=72)
         self.ledger.append(LedgerRecord("acme", f"client:{key}", key, "succeeded", status, body,
                                         NOW, kept, hold_id=hold.id))  # fmt: skip
-        head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, GENESIS)
-        self.audit.append(next_entry(head, tenant="acme", at=NOW, actor="agent-0", action=action,
-                                     key=key, hold_id=hold.id, outcome="fresh"))  # fmt: skip
+        self._audit(action, key, hold.id, "fresh")
         self.outbox.append(OutboxRow("acme", event, hold.id))
         return body
 
     def log(self, action: str, key: str, outcome: str) -> None:
         """An audit entry that names no hold (an execution's)."""
-        if action == self.unlogged:
-            return
+        if action != self.unlogged:
+            self._audit(action, key, None, outcome)
+
+    def _audit(self, action: str, key: str, hold_id: str | None, outcome: str) -> None:
         head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, GENESIS)
         self.audit.append(next_entry(head, tenant="acme", at=NOW, actor="agent-0", action=action,
-                                     key=key, hold_id=None, outcome=outcome))  # fmt: skip
+                                     key=key, hold_id=hold_id, outcome=outcome))  # fmt: skip
 
     def recording(self) -> Recording:
         snapshot = Snapshot(tuple(self.holds), tuple(self.ledger), tuple(self.audit))

@@ -73,6 +73,20 @@ def test_only_the_clock_reads_the_time() -> None:
                 assert not readers & _calls(path), f"{path} reads the wall clock"
 
 
+def test_policy_time_comes_from_the_service_clock() -> None:
+    """Raw monotonic time only where it measures a real duration (request latency, a
+    waiter's ``wait_ms``) or a cache's lifetime. Anything a rule decides by (a rate
+    limit, an expiry) reads the service clock, so tests step it instead of
+    sleeping: the rate limiter once counted by ``time.monotonic``, and its default
+    could only be tested by racing."""
+    allowed = {ROOT / "api" / n for n in ("telemetry.py", "execution_handlers.py", "keycache.py")}
+    readers = {"time.monotonic", "time.monotonic_ns", "time.perf_counter", "loop.time"}
+    for folder in SOURCE_DIRS:
+        for path in _modules(folder):
+            if path not in allowed:
+                assert not readers & _calls(path), f"{path} reads monotonic time"
+
+
 def test_only_config_and_cli_read_the_environment() -> None:
     allowed = {ROOT / "api" / "cli.py"}
     for folder in SOURCE_DIRS:

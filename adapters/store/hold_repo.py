@@ -13,11 +13,11 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, exists, insert, or_, select, update
-from sqlalchemy.engine import Row
+from sqlalchemy import and_, bindparam, exists, insert, or_, select, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
+from slotward.adapters.store.runner import Row, Runner
 from slotward.engine.model import Hold, HoldStatus
 
 __all__ = ["SqlHolds", "hold_from_row"]
@@ -57,17 +57,9 @@ _OVERLAPPING = (
     .distinct()
 )
 # A second statement, so the holds are fetched by primary key: inside one,
-# SQLite may prefer the status index and walk every live hold.
-_BY_IDS = (
-    select(t.holds)
-    .where(_h.id.in_(bindparam("ids", expanding=True)), _BLOCKING)
-    .order_by(_h.start_us, _h.id)
-)
-_STALE = select(t.holds).where(
-    _h.id.in_(bindparam("ids", expanding=True)),
-    _h.status == HoldStatus.HELD.value,
-    _h.expires_us <= bindparam("now"),
-)
+# SQLite may prefer the status index and walk every live hold. For the same
+# reason their status and expiry are judged here, not in the WHERE clause.
+_BY_IDS = select(t.holds).where(_h.id.in_(bindparam("ids", expanding=True)))
 _DUE = (
     select(t.holds)
     .where(_h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now"))
@@ -89,8 +81,7 @@ _SET_ACTIVE = (
 )
 
 
-def hold_from_row(row: Row[Any]) -> Hold:
-    m = row._mapping
+def hold_from_row(m: Row) -> Hold:
     return Hold(
         id=m["id"],
         key=m["key"],
@@ -116,12 +107,16 @@ def hold_from_row(row: Row[Any]) -> Hold:
 
 
 class SqlHolds:
-    def __init__(self, conn: Connection, max_hold: timedelta) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner, max_hold: timedelta) -> None:
+        self._db = db
         self._lookback = max_hold // timedelta(microseconds=1)
+        # The active holds last found overlapping a span: a claim asks for its
+        # blockers, then for the stale ones among them, with nothing written
+        # between. Any write of a hold forgets them.
+        self._seen: tuple[tuple[Any, ...], list[Row]] | None = None
 
     def get(self, tenant: str, hold_id: str) -> Hold | None:
-        row = self._conn.execute(_GET, {"id": hold_id, "tenant": tenant}).first()
+        row = self._db.first(_GET, {"id": hold_id, "tenant": tenant})
         return None if row is None else hold_from_row(row)
 
     def find_live_intent(
@@ -133,44 +128,57 @@ class SqlHolds:
             "intent_fp": intent_fp,
             "now": to_us(now),
         }
-        row = self._conn.execute(_LIVE_INTENT, params).first()
+        row = self._db.first(_LIVE_INTENT, params)
         return None if row is None else hold_from_row(row)
 
     def blocking(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
-        ids = self._overlapping(tenant, attendees, start, end)
-        if not ids:
-            return []
-        rows = self._conn.execute(_BY_IDS, {"ids": ids, "now": to_us(now)})
-        return [hold_from_row(r) for r in rows]
+        now_us = to_us(now)
+        rows = self._overlapping(tenant, attendees, start, end)
+        return [
+            hold_from_row(r)
+            for r in rows
+            if r["status"] == HoldStatus.COMMITTED.value
+            or (r["status"] == HoldStatus.HELD.value and r["expires_us"] > now_us)
+        ]
 
     def stale(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
-        ids = self._overlapping(tenant, attendees, start, end)
-        if not ids:
-            return []
-        rows = self._conn.execute(_STALE, {"ids": ids, "now": to_us(now)})
-        return [hold_from_row(r) for r in rows]
+        now_us = to_us(now)
+        rows = self._overlapping(tenant, attendees, start, end)
+        return [
+            hold_from_row(r)
+            for r in rows
+            if r["status"] == HoldStatus.HELD.value and r["expires_us"] <= now_us
+        ]
 
     def _overlapping(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime
-    ) -> list[str]:
-        """Ids of active holds of ``attendees`` overlapping [start, end)."""
+    ) -> list[Row]:
+        """Active holds of ``attendees`` overlapping [start, end), by start and id."""
         s = to_us(start)
+        key = (tenant, tuple(attendees), s, to_us(end))
+        if self._seen is not None and self._seen[0] == key:
+            return self._seen[1]
         params = {
             "tenant": tenant,
             "attendees": list(attendees),
             "start": s,
-            "end": to_us(end),
+            "end": key[3],
             "lookback": s - self._lookback,
         }
-        return list(self._conn.execute(_OVERLAPPING, params).scalars())
+        ids = self._db.scalars(_OVERLAPPING, params)
+        rows = self._db.rows(_BY_IDS, {"ids": ids}) if ids else []
+        rows.sort(key=lambda r: (r["start_us"], r["id"]))
+        self._seen = (key, rows)
+        return rows
 
     def add(self, hold: Hold) -> None:
-        self._conn.execute(_INSERT, _hold_values(hold))
-        self._conn.execute(
+        self._seen = None
+        self._db.write(_INSERT, _hold_values(hold))
+        self._db.write(
             _INSERT_ATTENDEES,
             [
                 {
@@ -186,15 +194,14 @@ class SqlHolds:
         )
 
     def save(self, hold: Hold) -> None:
+        self._seen = None
         values = _hold_values(hold)
-        self._conn.execute(
-            _UPDATE, {"w_hold_id": hold.id, **{f"v_{k}": values[k] for k in _MUTABLE}}
-        )
+        self._db.write(_UPDATE, {"w_hold_id": hold.id, **{f"v_{k}": values[k] for k in _MUTABLE}})
         active = hold.status.value in _ACTIVE
-        self._conn.execute(_SET_ACTIVE, {"w_hold_id": hold.id, "v_active": active})
+        self._db.write(_SET_ACTIVE, {"w_hold_id": hold.id, "v_active": active})
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
-        rows = self._conn.execute(_DUE, {"now": to_us(now), "limit": limit})
+        rows = self._db.rows(_DUE, {"now": to_us(now), "limit": limit})
         return [hold_from_row(r) for r in rows]
 
     def search(
@@ -217,7 +224,7 @@ class SqlHolds:
             q = q.where(exists().where(_ha.hold_id == _h.id, _ha.attendee == attendee))
         if statuses is not None:
             q = q.where(_status_clause(statuses, to_us(now)))
-        return [hold_from_row(r) for r in self._conn.execute(q)]
+        return [hold_from_row(r) for r in self._db.dynamic(q)]
 
 
 def _status_clause(statuses: Collection[HoldStatus], now_us: int) -> Any:

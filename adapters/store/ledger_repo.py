@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, and_, bindparam, delete, insert, or_, select, update
-from sqlalchemy.engine import Row
+from sqlalchemy import and_, bindparam, delete, insert, or_, select, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
+from slotward.adapters.store.runner import Row, Runner
 from slotward.engine.model import LedgerRecord
 
 __all__ = ["SqlLedger", "record_from_row"]
@@ -62,8 +61,7 @@ _PURGE = delete(t.ledger).where(
 )
 
 
-def record_from_row(row: Row[Any]) -> LedgerRecord:
-    m = row._mapping
+def record_from_row(m: Row) -> LedgerRecord:
     return LedgerRecord(
         tenant=m["tenant"],
         key=m["key"],
@@ -85,20 +83,20 @@ def record_from_row(row: Row[Any]) -> LedgerRecord:
 
 
 class SqlLedger:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner) -> None:
+        self._db = db
 
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
-        row = self._conn.execute(_GET, {"tenant": tenant, "key": key}).first()
+        row = self._db.first(_GET, {"tenant": tenant, "key": key})
         return None if row is None else record_from_row(row)
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         params = {"tenant": tenant, "fingerprint": fingerprint}
-        row = self._conn.execute(_BY_FINGERPRINT, params).first()
+        row = self._db.first(_BY_FINGERPRINT, params)
         return None if row is None else record_from_row(row)
 
     def add(self, record: LedgerRecord) -> None:
-        self._conn.execute(
+        self._db.write(
             _ADD,
             {
                 "tenant": record.tenant,
@@ -121,7 +119,7 @@ class SqlLedger:
         )
 
     def save(self, record: LedgerRecord) -> None:
-        self._conn.execute(
+        self._db.write(
             _SAVE,
             {
                 "w_tenant": record.tenant,
@@ -138,19 +136,19 @@ class SqlLedger:
         )
 
     def remove(self, tenant: str, key: str) -> None:
-        self._conn.execute(_REMOVE, {"tenant": tenant, "key": key})
+        self._db.write(_REMOVE, {"tenant": tenant, "key": key})
 
     def for_workflow(self, tenant: str, workflow_id: str, limit: int) -> list[LedgerRecord]:
         params = {"tenant": tenant, "workflow_id": workflow_id, "limit": limit}
-        return [record_from_row(row) for row in self._conn.execute(_FOR_WORKFLOW, params)]
+        return [record_from_row(row) for row in self._db.rows(_FOR_WORKFLOW, params)]
 
     def purgeable_tenant(self, now: datetime) -> str | None:
-        row = self._conn.execute(_PURGEABLE, {"now": to_us(now)}).first()
-        return None if row is None else str(row.tenant)
+        row = self._db.first(_PURGEABLE, {"now": to_us(now)})
+        return None if row is None else str(row["tenant"])
 
     def purge(self, tenant: str, now: datetime, limit: int) -> int:
         params = {"tenant": tenant, "now": to_us(now), "limit": limit}
-        keys = [row.key for row in self._conn.execute(_PURGE_KEYS, params)]
+        keys = self._db.scalars(_PURGE_KEYS, params)
         if keys:
-            self._conn.execute(_PURGE, {"tenant": tenant, "keys": keys})
+            self._db.write(_PURGE, {"tenant": tenant, "keys": keys})
         return len(keys)

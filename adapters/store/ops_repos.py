@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any
 
-from sqlalchemy import Connection, bindparam, delete, func, insert, select, update
-from sqlalchemy.engine import Row
+from sqlalchemy import bindparam, delete, func, insert, select, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import opt_from_us, opt_to_us, to_us
+from slotward.adapters.store.runner import Row, Runner
 from slotward.engine.model import Gauges, HoldStatus, WorkflowStats
 
 __all__ = ["SqlStats", "SqlWorkflows"]
@@ -46,8 +45,8 @@ _R_OLD_TENANT = select(_r.tenant).where(_r.second_us < bindparam("w_before_us"))
 _R_FORGET = delete(t.workflow_replays).where(
     _r.tenant == bindparam("w_tenant"), _r.second_us < bindparam("w_before_us")
 )
-_BY_STATUS = select(_h.status, func.count()).group_by(_h.status)
-_OVERDUE = select(func.count(), func.min(_h.expires_us)).where(
+_BY_STATUS = select(_h.status, func.count().label("n")).group_by(_h.status)
+_OVERDUE = select(func.count().label("n"), func.min(_h.expires_us).label("oldest")).where(
     _h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now")
 )
 _BACKLOG = select(func.count()).select_from(t.outbox).where(t.outbox.c.state == "pending")
@@ -59,23 +58,23 @@ _EXECUTING = (
 )
 
 
-def _stats(row: Row[Any]) -> WorkflowStats:
+def _stats(row: Row) -> WorkflowStats:
     return WorkflowStats(
-        tenant=row.tenant,
-        workflow_id=row.workflow_id,
-        replays=row.replays,
-        last_replay_at=opt_from_us(row.last_replay_us),
-        storm_at=opt_from_us(row.storm_us),
-        storms=row.storms,
+        tenant=row["tenant"],
+        workflow_id=row["workflow_id"],
+        replays=row["replays"],
+        last_replay_at=opt_from_us(row["last_replay_us"]),
+        storm_at=opt_from_us(row["storm_us"]),
+        storms=row["storms"],
     )
 
 
 class SqlWorkflows:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner) -> None:
+        self._db = db
 
     def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None:
-        row = self._conn.execute(_GET, {"w_tenant": tenant, "w_workflow": workflow_id}).first()
+        row = self._db.first(_GET, {"w_tenant": tenant, "w_workflow": workflow_id})
         return None if row is None else _stats(row)
 
     def _put(self, old: WorkflowStats | None, new: WorkflowStats) -> None:
@@ -87,10 +86,10 @@ class SqlWorkflows:
         }
         if old is None:
             row = {k.removeprefix("v_"): v for k, v in values.items()}
-            self._conn.execute(_ADD, {"tenant": new.tenant, "workflow_id": new.workflow_id, **row})
+            self._db.write(_ADD, {"tenant": new.tenant, "workflow_id": new.workflow_id, **row})
         else:
             where = {"w_tenant": new.tenant, "w_workflow": new.workflow_id}
-            self._conn.execute(_MOVE, {**where, **values})
+            self._db.write(_MOVE, {**where, **values})
 
     def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
         old = self.get(tenant, workflow_id)
@@ -121,42 +120,44 @@ class SqlWorkflows:
         if not buckets:
             return
         where = {"w_tenant": tenant, "w_workflow": workflow_id}
-        stored = {int(us): int(n) for us, n in self._conn.execute(_R_SECONDS, where)}
+        rows = self._db.rows(_R_SECONDS, where)
+        stored = {int(r["second_us"]): int(r["count"]) for r in rows}
         for second, count in sorted(buckets.items()):
             us = to_us(second)
             if us in stored:
                 moved = {"w_second_us": us, "v_count": stored[us] + count}
-                self._conn.execute(_R_MOVE, {**where, **moved})
+                self._db.write(_R_MOVE, {**where, **moved})
             else:
                 row = {"tenant": tenant, "workflow_id": workflow_id, "second_us": us}
-                self._conn.execute(_R_ADD, {**row, "count": count})
+                self._db.write(_R_ADD, {**row, "count": count})
 
     def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
         where = {"w_tenant": tenant, "w_workflow": workflow_id, "w_since_us": to_us(since)}
-        return int(self._conn.execute(_R_SUM, where).scalar_one())
+        return int(self._db.scalars(_R_SUM, where)[0])
 
     def forget_replays_before(self, tenant: str, before: datetime) -> None:
-        self._conn.execute(_R_FORGET, {"w_tenant": tenant, "w_before_us": to_us(before)})
+        self._db.write(_R_FORGET, {"w_tenant": tenant, "w_before_us": to_us(before)})
 
     def tenant_with_replays_before(self, before: datetime) -> str | None:
-        row = self._conn.execute(_R_OLD_TENANT, {"w_before_us": to_us(before)}).first()
-        return None if row is None else str(row.tenant)
+        row = self._db.first(_R_OLD_TENANT, {"w_before_us": to_us(before)})
+        return None if row is None else str(row["tenant"])
 
 
 class SqlStats:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner) -> None:
+        self._db = db
 
     def gauges(self, now: datetime) -> Gauges:
-        by_status = {str(s): int(n) for s, n in self._conn.execute(_BY_STATUS)}
-        overdue, oldest = self._conn.execute(_OVERDUE, {"now": to_us(now)}).one()
+        by_status = {str(r["status"]): int(r["n"]) for r in self._db.rows(_BY_STATUS)}
+        late = self._db.rows(_OVERDUE, {"now": to_us(now)})[0]
+        overdue, oldest = late["n"], late["oldest"]
         if overdue:  # held past expiry reads as expired, swept or not
             by_status[HoldStatus.HELD.value] -= int(overdue)
             expired = HoldStatus.EXPIRED.value
             by_status[expired] = by_status.get(expired, 0) + int(overdue)
         return Gauges(
             holds_by_status=by_status,
-            outbox_backlog=int(self._conn.execute(_BACKLOG).scalar_one()),
+            outbox_backlog=int(self._db.scalars(_BACKLOG)[0]),
             oldest_overdue=opt_from_us(oldest),
-            executing=int(self._conn.execute(_EXECUTING, {"now": to_us(now)}).scalar_one()),
+            executing=int(self._db.scalars(_EXECUTING, {"now": to_us(now)})[0]),
         )

@@ -6,16 +6,15 @@ import json
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
-from typing import Any
 
 from sqlalchemy import Connection, bindparam, insert, select, text, update
-from sqlalchemy.engine import Row
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import SqlHolds
 from slotward.adapters.store.instants import from_us, to_us
 from slotward.adapters.store.ledger_repo import SqlLedger
 from slotward.adapters.store.ops_repos import SqlStats, SqlWorkflows
+from slotward.adapters.store.runner import Row, Runner, runner_for
 from slotward.engine.audit import GENESIS
 from slotward.engine.model import (
     AuditEntry,
@@ -56,11 +55,28 @@ _KEY_FIND = select(t.api_keys).where(
 _KEY_BY_ID = select(t.api_keys).where(
     t.api_keys.c.id == bindparam("key_id"), t.api_keys.c.revoked_us.is_(None)
 )
+_KEY_ADD = insert(t.api_keys)
+_a = t.attendees.c
+_e = t.attendee_emails.c
+_ATTENDEE = select(_a.id).where(_a.tenant == bindparam("tenant"), _a.id == bindparam("id"))
+_ATTENDEE_ADD = insert(t.attendees)
+_ATTENDEE_NAME = (
+    update(t.attendees)
+    .where(_a.tenant == bindparam("w_tenant"), _a.id == bindparam("w_id"))
+    .values(name=bindparam("v_name"))
+)
+_EMAIL = select(_e.email).where(_e.tenant == bindparam("tenant"), _e.email == bindparam("email"))
+_EMAIL_ADD = insert(t.attendee_emails)
+_EMAIL_MOVE = (
+    update(t.attendee_emails)
+    .where(_e.tenant == bindparam("w_tenant"), _e.email == bindparam("w_email"))
+    .values(attendee_id=bindparam("v_attendee_id"))
+)
 
 
 class SqlDirectory:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner) -> None:
+        self._db = db
 
     def lookup(
         self, tenant: str, emails: Collection[str], ids: Collection[str]
@@ -68,11 +84,10 @@ class SqlDirectory:
         found: dict[str, str] = {}
         known: set[str] = set()
         if emails:
-            rows = self._conn.execute(_EMAILS, {"tenant": tenant, "emails": list(emails)})
-            found = {r.email: r.attendee_id for r in rows}
+            rows = self._db.rows(_EMAILS, {"tenant": tenant, "emails": list(emails)})
+            found = {r["email"]: r["attendee_id"] for r in rows}
         if ids:
-            rows = self._conn.execute(_IDS, {"tenant": tenant, "ids": list(ids)})
-            known = {r.id for r in rows}
+            known = set(self._db.scalars(_IDS, {"tenant": tenant, "ids": list(ids)}))
         return found, known
 
     def register(self, tenant: str, pairs: Sequence[tuple[str, str]], now: datetime) -> None:
@@ -84,61 +99,54 @@ class SqlDirectory:
         self, tenant: str, attendee_id: str, name: str | None, emails: Sequence[str], now: datetime
     ) -> None:
         if not self._insert_missing(tenant, attendee_id, name, now):
-            a = t.attendees
-            self._conn.execute(
-                update(a).where(a.c.tenant == tenant, a.c.id == attendee_id).values(name=name)
-            )
+            renamed = {"w_tenant": tenant, "w_id": attendee_id, "v_name": name}
+            self._db.write(_ATTENDEE_NAME, renamed)
         for email in emails:
             self._point(tenant, email, attendee_id, overwrite=True)
 
     def _insert_missing(
         self, tenant: str, attendee_id: str, name: str | None, now: datetime
     ) -> bool:
-        a = t.attendees
-        q = select(a.c.id).where(a.c.tenant == tenant, a.c.id == attendee_id)
-        if self._conn.execute(q).first() is not None:
+        if self._db.first(_ATTENDEE, {"tenant": tenant, "id": attendee_id}) is not None:
             return False
-        self._conn.execute(
-            insert(a).values(tenant=tenant, id=attendee_id, name=name, created_us=to_us(now))
-        )
+        row = {"tenant": tenant, "id": attendee_id, "name": name, "created_us": to_us(now)}
+        self._db.write(_ATTENDEE_ADD, row)
         return True
 
     def _point(self, tenant: str, email: str, attendee_id: str, *, overwrite: bool) -> None:
-        e = t.attendee_emails
-        where = (e.c.tenant == tenant, e.c.email == email)
-        if self._conn.execute(select(e.c.email).where(*where)).first() is None:
-            self._conn.execute(
-                insert(e).values(tenant=tenant, email=email, attendee_id=attendee_id)
-            )
+        if self._db.first(_EMAIL, {"tenant": tenant, "email": email}) is None:
+            row = {"tenant": tenant, "email": email, "attendee_id": attendee_id}
+            self._db.write(_EMAIL_ADD, row)
         elif overwrite:
-            self._conn.execute(update(e).where(*where).values(attendee_id=attendee_id))
+            moved = {"w_tenant": tenant, "w_email": email, "v_attendee_id": attendee_id}
+            self._db.write(_EMAIL_MOVE, moved)
 
 
-def audit_from_row(r: Row[Any]) -> AuditEntry:
+def audit_from_row(r: Row) -> AuditEntry:
     return AuditEntry(
-        tenant=r.tenant,
-        seq=r.seq,
-        at=from_us(r.at_us),
-        actor=r.actor,
-        action=r.action,
-        key=r.key,
-        hold_id=r.hold_id,
-        outcome=r.outcome,
-        prev_hash=r.prev_hash,
-        hash=r.hash,
+        tenant=r["tenant"],
+        seq=r["seq"],
+        at=from_us(r["at_us"]),
+        actor=r["actor"],
+        action=r["action"],
+        key=r["key"],
+        hold_id=r["hold_id"],
+        outcome=r["outcome"],
+        prev_hash=r["prev_hash"],
+        hash=r["hash"],
     )
 
 
 class SqlAudit:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner) -> None:
+        self._db = db
 
     def head(self, tenant: str) -> tuple[int, str]:
-        row = self._conn.execute(_HEAD, {"tenant": tenant}).first()
-        return (0, GENESIS) if row is None else (row.seq, row.hash)
+        row = self._db.first(_HEAD, {"tenant": tenant})
+        return (0, GENESIS) if row is None else (row["seq"], row["hash"])
 
     def append(self, entry: AuditEntry) -> None:
-        self._conn.execute(
+        self._db.write(
             _AUDIT_ADD,
             {
                 "tenant": entry.tenant,
@@ -155,10 +163,10 @@ class SqlAudit:
         )
         if entry.seq == 1:
             head = {"tenant": entry.tenant, "seq": 1, "hash": entry.hash}
-            self._conn.execute(_HEAD_ADD, head)
+            self._db.write(_HEAD_ADD, head)
         else:
             moved = {"for_tenant": entry.tenant, "v_seq": entry.seq, "v_hash": entry.hash}
-            self._conn.execute(_HEAD_MOVE, moved)
+            self._db.write(_HEAD_MOVE, moved)
 
     def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
         a = t.audit_log
@@ -168,16 +176,16 @@ class SqlAudit:
             .order_by(a.c.seq)
             .limit(limit)
         )
-        return [audit_from_row(r) for r in self._conn.execute(q)]
+        return [audit_from_row(r) for r in self._db.dynamic(q)]
 
 
 class SqlOutbox:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner) -> None:
+        self._db = db
 
     def add(self, event: OutboxEvent) -> None:
         created = to_us(event.created_at)
-        self._conn.execute(
+        self._db.write(
             _OUTBOX_ADD,
             {
                 "id": event.id,
@@ -193,38 +201,38 @@ class SqlOutbox:
         )
 
 
+def _principal(row: Row) -> Principal:
+    return Principal(row["tenant"], row["agent_id"], row["role"], row["priority"])
+
+
 class SqlKeys:
-    def __init__(self, conn: Connection) -> None:
-        self._conn = conn
+    def __init__(self, db: Runner) -> None:
+        self._db = db
 
     def find(self, key_hash: str) -> Principal | None:
-        row = self._conn.execute(_KEY_FIND, {"key_hash": key_hash}).first()
-        if row is None:
-            return None
-        return Principal(row.tenant, row.agent_id, row.role, row.priority)
+        row = self._db.first(_KEY_FIND, {"key_hash": key_hash})
+        return None if row is None else _principal(row)
 
     def by_id(self, key_id: str) -> tuple[str, Principal] | None:
-        row = self._conn.execute(_KEY_BY_ID, {"key_id": key_id}).first()
-        if row is None:
-            return None
-        return row.key_hash, Principal(row.tenant, row.agent_id, row.role, row.priority)
+        row = self._db.first(_KEY_BY_ID, {"key_id": key_id})
+        return None if row is None else (row["key_hash"], _principal(row))
 
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None:
-        self._conn.execute(
-            insert(t.api_keys).values(
-                id=key_id,
-                key_hash=key_hash,
-                tenant=principal.tenant,
-                agent_id=principal.agent_id,
-                role=principal.role,
-                priority=principal.priority,
-                created_us=to_us(now),
-            )
+        self._db.write(
+            _KEY_ADD,
+            {
+                "id": key_id,
+                "key_hash": key_hash,
+                "tenant": principal.tenant,
+                "agent_id": principal.agent_id,
+                "role": principal.role,
+                "priority": principal.priority,
+                "created_us": to_us(now),
+            },
         )
 
     def revoke(self, key_id: str, now: datetime) -> bool:
-        done = self._conn.execute(_KEY_REVOKE, {"w_id": key_id, "v_revoked_us": to_us(now)})
-        return done.rowcount == 1
+        return self._db.write(_KEY_REVOKE, {"w_id": key_id, "v_revoked_us": to_us(now)}) == 1
 
 
 class SqlUnitOfWork:
@@ -235,18 +243,24 @@ class SqlUnitOfWork:
     ) -> None:
         self._conn = conn
         self._begin = begin
-        self.holds = SqlHolds(conn, max_hold)
-        self.ledger = SqlLedger(conn)
-        self.directory = SqlDirectory(conn)
-        self.audit = SqlAudit(conn)
-        self.outbox = SqlOutbox(conn)
-        self.keys = SqlKeys(conn)
-        self.workflows = SqlWorkflows(conn)
-        self.stats = SqlStats(conn)
+        self._db = db = runner_for(conn)
+        self.holds = SqlHolds(db, max_hold)
+        self.ledger = SqlLedger(db)
+        self.directory = SqlDirectory(db)
+        self.audit = SqlAudit(db)
+        self.outbox = SqlOutbox(db)
+        self.keys = SqlKeys(db)
+        self.workflows = SqlWorkflows(db)
+        self.stats = SqlStats(db)
 
     def __enter__(self) -> SqlUnitOfWork:
-        if self._begin is not None:  # None: the driver layer begins it
+        if self._begin is not None:
             self._conn.exec_driver_sql(self._begin)
+        elif not self._conn.in_transaction():
+            # SQLAlchemy begins it (at the engine's isolation level): statements
+            # run on the driver's cursor (runner.py) would not make it autobegin,
+            # and its commit would then commit nothing.
+            self._conn.begin()
         return self
 
     def __exit__(
@@ -263,7 +277,7 @@ class SqlUnitOfWork:
         # PostgreSQL a transaction-scoped advisory lock per tenant orders the
         # tenant's writers; a hash collision only makes two tenants share it.
         if self._conn.dialect.name == "postgresql":
-            self._conn.execute(_TENANT_LOCK, {"tenant": tenant})
+            self._db.first(_TENANT_LOCK, {"tenant": tenant})
 
     def commit(self) -> None:
         self._conn.commit()

@@ -43,7 +43,7 @@ def load_snapshot(url: str) -> Snapshot:
     finally:
         engine.dispose()
     return Snapshot(
-        holds=tuple(hold_from_row(row) for row in holds),
-        ledger=tuple(record_from_row(row) for row in records),
-        audit=tuple(audit_from_row(r) for r in audit),
+        holds=tuple(hold_from_row(row._mapping) for row in holds),
+        ledger=tuple(record_from_row(row._mapping) for row in records),
+        audit=tuple(audit_from_row(r._mapping) for r in audit),
     )

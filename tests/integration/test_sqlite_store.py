@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Connection, create_engine, event
+from sqlalchemy import Connection, create_engine
 from sqlalchemy.exc import IntegrityError
 
 from slotward.adapters.store import tables
@@ -457,17 +457,18 @@ async def test_a_read_sees_one_snapshot_while_another_store_commits(
 
 
 def _blocking_plan(db_path: Path) -> tuple[str, list[str]]:
-    """Run ``SqlHolds.blocking`` on its own connection; EXPLAIN every SQL it sent."""
+    """Run ``SqlHolds.blocking`` on its own connection; EXPLAIN every SQL it sent.
+
+    The statements are caught by sqlite3's own trace (as run, values bound in):
+    the repositories run them on the driver's cursor, not through SQLAlchemy.
+    """
     engine = create_engine(f"sqlite:///{db_path}")
-    sent: list[tuple[str, Any]] = []
-
-    def capture(_conn: Any, _cursor: Any, statement: str, params: Any, *_: Any) -> None:
-        sent.append((statement, params))
-
+    sent: list[str] = []
     plan: list[str] = []
     try:
         with engine.connect() as conn:
-            event.listen(conn, "before_cursor_execute", capture)
+            raw: Any = conn.connection.dbapi_connection
+            raw.set_trace_callback(sent.append)
             # p0 and q0 hold slots from NOW + 1 day on (see _populate).
             found = SqlUnitOfWork(conn, MAX_HOLD).holds.blocking(
                 "acme",
@@ -477,16 +478,16 @@ def _blocking_plan(db_path: Path) -> tuple[str, list[str]]:
                 NOW + timedelta(days=1, hours=4),
                 NOW,
             )  # fmt: skip
-            event.remove(conn, "before_cursor_execute", capture)
+            raw.set_trace_callback(None)
             assert sent, "blocking() sent no SQL"
             assert conn.dialect.name == "sqlite"
-            for statement, params in sent:
-                rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement, params)
+            for statement in sent:
+                rows = conn.exec_driver_sql("EXPLAIN QUERY PLAN " + statement)
                 plan.extend(row[3] for row in rows)
     finally:
         engine.dispose()
     assert found, "the probe must meet holds, or the holds step goes unchecked"
-    return "\n".join(statement for statement, _ in sent), plan
+    return "\n".join(sent), plan
 
 
 async def _populate(store: SqliteStore, clock: FixedClock, n: int = 60) -> None:

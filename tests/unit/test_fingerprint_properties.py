@@ -14,10 +14,13 @@ from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from hypothesis import assume, given, settings
+import pytest
+import rfc8785
+from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
 from slotward.engine.attendees import parse_attendees, resolve_attendees
+from slotward.engine.errors import ValidationFailed
 from slotward.engine.fingerprint import (
     DEFAULT_THOUGHT_FIELDS,
     canonical_json,
@@ -325,3 +328,57 @@ def test_moving_a_boundary_between_fields_changes_the_key(text: str, data: st.Da
         return derive_key(tenant=text[:cut], workflow=text[cut:], tool="t", intent={}, step=None)
 
     assert key(cut_a) != key(cut_b)
+
+
+# Characters where encoders differ: controls, DEL, line separators, the edges of
+# the BMP, lone surrogates (no canonical form) and astral ones (UTF-16 order).
+_TRICKY = st.sampled_from(
+    ["\x00", "\x08", "\x1f", '"', "\\", "\x7f", "\u2028", "\ud800", "\udfff", "\ue000",
+     "\uffff", "\U0001f600", "\U00010000", "é"]
+)  # fmt: skip
+_TEXT = st.text(st.one_of(_TRICKY, st.characters()), max_size=6)
+# Keys mostly of tricky characters, so orders by code point and by UTF-16 meet.
+_KEYS = st.text(_TRICKY, min_size=1, max_size=3) | _TEXT
+# Integers at the edges of exact doubles, where canonical JSON stops.
+_EDGES = [2**53 - 1, 2**53, 1 - 2**53, -(2**53), 2**64]
+_LEAVES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-1000, max_value=1000) | st.sampled_from(_EDGES),
+    st.floats(allow_nan=True, allow_infinity=True),
+    _TEXT,
+)
+_DOCS = st.recursive(
+    _LEAVES,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.tuples(inner, inner),
+        st.dictionaries(_KEYS, inner, max_size=5),
+    ),
+    max_leaves=12,
+)
+
+
+def _reference(doc: Any) -> bytes | None:
+    try:
+        out: bytes = rfc8785.dumps(doc)
+    except (rfc8785.CanonicalizationError, UnicodeEncodeError):  # the latter: a key's surrogate
+        return None
+    return out
+
+
+@SETTINGS
+@given(_DOCS)
+# The cases where Python's encoder and RFC 8785 part: key order by UTF-16 units
+# (an astral character sorts before U+E000 there), and integers past 2**53.
+@example({"\ue000": 1, "\U0001f600": 2})
+@example({"a": [2**53]})
+def test_canonical_json_writes_what_rfc8785_writes(doc: Any) -> None:
+    # canonical_json skips rfc8785 for plain documents (the hot path): whatever
+    # it is given, it must answer rfc8785's bytes, or refuse what rfc8785 refuses.
+    expected = _reference(doc)
+    if expected is None:
+        with pytest.raises(ValidationFailed):
+            canonical_json(doc)
+    else:
+        assert canonical_json(doc) == expected

@@ -1,11 +1,12 @@
 """The embedded store: one SQLite file in WAL mode.
 
-Every write transaction runs whole on one writer thread that owns one
-connection (a transaction costs one thread hop, not one per statement) and
-opens with ``BEGIN IMMEDIATE``, so writers serialize even across processes
-sharing the file: two claims on one attendee cannot both pass the conflict
-check. Reads run on a small pool of reader threads, each in a deferred
-transaction that sees one consistent snapshot.
+Every write call runs whole on one writer thread that owns one connection (a
+call costs one thread hop, not one per statement) inside a transaction opened
+with ``BEGIN IMMEDIATE``, so writers serialize even across processes sharing
+the file: two claims on one attendee cannot both pass the conflict check.
+Calls that queue up meanwhile commit together (sqlite_writer.py). Reads run on
+a small pool of reader threads, each in a deferred transaction that sees one
+consistent snapshot.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.sqlite_writer import GroupWriter, WriterStats
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import InvalidRequest, Unavailable
 from slotward.engine.ports import UnitOfWork
@@ -72,8 +74,16 @@ def _translated(fn: Callable[[UnitOfWork], T], uow: UnitOfWork) -> T:
     try:
         return fn(uow)
     except OperationalError as exc:
-        # Locked past busy_timeout, disk full, file gone: the call may work later.
-        raise Unavailable(f"the database is unavailable: {exc.orig}", retry_after=1) from exc
+        raise _unavailable(exc) from exc
+
+
+def _unavailable(exc: BaseException) -> BaseException:
+    if not isinstance(exc, OperationalError):
+        return exc
+    # Locked past busy_timeout, disk full, file gone: the call may work later.
+    error = Unavailable(f"the database is unavailable: {exc.orig}", retry_after=1)
+    error.__cause__ = exc
+    return error
 
 
 class _Job:
@@ -117,10 +127,9 @@ class SqliteStore:
         self._max_hold = max_hold
         self._queue_seconds = waits.queue_seconds
         self._engine = _engine(path, waits)
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="slotward-writer")
+        self._writer = GroupWriter(self._engine.connect, max_hold, _unavailable)
         self._readers = ThreadPoolExecutor(readers, thread_name_prefix="slotward-reader")
         self._local = threading.local()
-        self._write_conn: Connection | None = None
         self._reader_conns: list[Connection] = []
         self._reader_lock = threading.Lock()
 
@@ -143,11 +152,6 @@ class SqliteStore:
             upgrade(conn)
             conn.commit()
 
-    def _writer_conn(self) -> Connection:
-        if self._write_conn is None:
-            self._write_conn = self._engine.connect()
-        return self._write_conn
-
     def _reader_conn(self) -> Connection:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
@@ -157,41 +161,36 @@ class SqliteStore:
                 self._reader_conns.append(conn)
         return conn
 
-    def _run_write(self, fn: Callable[[UnitOfWork], T], job: _Job | None = None) -> T:
-        if job is not None:
-            job.start()
-        uow = SqlUnitOfWork(self._writer_conn(), self._max_hold, begin="BEGIN IMMEDIATE")
-        return _translated(fn, uow)
-
     def _run_read(self, fn: Callable[[UnitOfWork], T], job: _Job | None = None) -> T:
         if job is not None:
             job.start()
         return _translated(fn, SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
 
+    def writer_stats(self) -> WriterStats:
+        return self._writer.stats()
+
     def run_write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` as a write transaction from synchronous code (CLI, tests)."""
-        return self._writer.submit(self._run_write, fn).result()
+        return self._writer.submit(fn, lambda: None).result()
 
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
-        return await self._queued(self._writer, self._run_write, fn)
+        job = _Job()
+        return await self._queued(asyncio.wrap_future(self._writer.submit(fn, job.start)), job)
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
-        return await self._queued(self._readers, self._run_read, fn)
+        job = _Job()
+        run = functools.partial(self._run_read, fn, job)
+        return await self._queued(
+            asyncio.get_running_loop().run_in_executor(self._readers, run), job
+        )
 
-    async def _queued(
-        self,
-        pool: ThreadPoolExecutor,
-        run: Callable[[Callable[[UnitOfWork], T], _Job], T],
-        fn: Callable[[UnitOfWork], T],
-    ) -> T:
-        """Run ``fn`` on ``pool``; refused (503) if no thread took it in time.
+    async def _queued(self, future: asyncio.Future[T], job: _Job) -> T:
+        """The answer of ``future``; refused (503) if no thread took it in time.
 
         A call still in line after the store timeout is abandoned: its thread
         will skip it, so nothing of it runs. One already started runs to its
         end (SQLite's own busy timeout bounds its lock waits).
         """
-        job = _Job()
-        future = asyncio.get_running_loop().run_in_executor(pool, functools.partial(run, fn, job))
         done, _ = await asyncio.wait({future}, timeout=self._queue_seconds)
         if not done and job.abandon():
             future.add_done_callback(_discard)
@@ -199,14 +198,8 @@ class SqliteStore:
         return await future
 
     async def close(self) -> None:
-        self._writer.submit(self._close_writer).result()
+        self._writer.close()
         self._readers.shutdown(wait=True)
-        self._writer.shutdown(wait=True)
         for conn in self._reader_conns:
             conn.close()
         self._engine.dispose()
-
-    def _close_writer(self) -> None:
-        if self._write_conn is not None:
-            self._write_conn.close()
-            self._write_conn = None

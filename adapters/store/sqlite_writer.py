@@ -1,0 +1,228 @@
+"""SQLite's one writer thread, committing the write calls waiting for it together.
+
+Every write call runs whole on this thread, in order. The calls that queued
+up while one transaction ran are run next, each inside its own savepoint of
+one shared ``BEGIN IMMEDIATE`` transaction, and committed by one ``COMMIT``
+(group commit): a commit is the dearest step of a write here, and waiting
+calls are independent claims the tenant order already serializes.
+
+Each call keeps the meaning it had alone:
+- it sees every call before it (they ran before it, in the same transaction);
+- its ``uow.commit()`` keeps its work (releases its savepoint), an exception
+  rolls back what it did since (back to its savepoint), as alone;
+- its answer, or its error, is handed back only once the group's ``COMMIT``
+  succeeded, so nothing is acknowledged that a crash could lose; if the
+  ``COMMIT`` fails, every call of the group is answered ``Unavailable``;
+- a database error inside a call (locked, disk full, I/O) leaves the shared
+  transaction in doubt: the group is rolled back, that call gets the error,
+  and the others run again, each in a transaction of its own.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Generic, TypeVar
+
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+
+from slotward.adapters.store.repos import SqlUnitOfWork
+
+__all__ = ["GroupWriter", "SavepointUnitOfWork", "WriterStats"]
+
+T = TypeVar("T")
+
+# More calls than this wait for the next group: a group's calls share its fate
+# when its COMMIT fails, and its first answer waits for its last call.
+MAX_GROUP = 32
+
+
+class SavepointUnitOfWork(SqlUnitOfWork):
+    """One call's unit of work inside a group: its transaction is a savepoint."""
+
+    def __init__(self, conn: Connection, max_hold: Any) -> None:
+        super().__init__(conn, max_hold, begin=None)
+        self._open = False
+
+    def _sql(self, statement: str) -> None:
+        self._conn.exec_driver_sql(statement)
+
+    def __enter__(self) -> SavepointUnitOfWork:
+        self._sql("SAVEPOINT call")
+        self._open = True
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._open:  # what was done since the last commit is undone, as alone
+            self._open = False
+            self._sql("ROLLBACK TO SAVEPOINT call")
+            self._sql("RELEASE SAVEPOINT call")
+
+    def commit(self) -> None:
+        # Kept (in the group's transaction), and a new savepoint for what follows.
+        self._sql("RELEASE SAVEPOINT call")
+        self._sql("SAVEPOINT call")
+
+
+@dataclass(frozen=True)
+class WriterStats:
+    """How much grouping happened: groups of two calls or more, and their calls."""
+
+    groups: int
+    grouped_calls: int
+
+
+@dataclass
+class _Call(Generic[T]):
+    run: Callable[[SqlUnitOfWork], T]
+    start: Callable[[], None]  # raises if the caller gave up on the call
+    future: Future[T] = field(default_factory=Future)
+    outcome: tuple[bool, Any] | None = None  # (ok, value or exception)
+
+
+class GroupWriter:
+    """The writer thread: ``submit`` a call, get a future of its answer."""
+
+    def __init__(
+        self,
+        connect: Callable[[], Connection],
+        max_hold: Any,
+        translate: Callable[[BaseException], BaseException],
+    ) -> None:
+        self._connect = connect
+        self._max_hold = max_hold
+        self._translate = translate
+        self._conn: Connection | None = None
+        self._calls: queue.SimpleQueue[_Call[Any] | None] = queue.SimpleQueue()
+        self._groups = 0
+        self._grouped_calls = 0
+        self._thread = threading.Thread(target=self._loop, name="slotward-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, run: Callable[[SqlUnitOfWork], T], start: Callable[[], None]) -> Future[T]:
+        call: _Call[T] = _Call(run, start)
+        self._calls.put(call)
+        return call.future
+
+    def stats(self) -> WriterStats:
+        return WriterStats(self._groups, self._grouped_calls)
+
+    def close(self) -> None:
+        self._calls.put(None)
+        self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            while True:
+                first = self._calls.get()
+                if first is None:
+                    return
+                group = [first]
+                while len(group) < MAX_GROUP:
+                    try:
+                        more = self._calls.get_nowait()
+                    except queue.Empty:
+                        break
+                    if more is None:
+                        self._calls.put(None)  # close once this group is done
+                        break
+                    group.append(more)
+                self._run_group([c for c in group if _started(c)])
+        finally:
+            if self._conn is not None:
+                self._conn.close()
+
+    def _connection(self) -> Connection:
+        if self._conn is None:
+            self._conn = self._connect()
+        return self._conn
+
+    def _run_group(self, group: list[_Call[Any]]) -> None:
+        if not group:
+            return
+        conn = self._connection()
+        if len(group) == 1:
+            self._run_alone(conn, group[0])
+            return
+        self._groups += 1
+        self._grouped_calls += len(group)
+        try:
+            conn.exec_driver_sql("BEGIN IMMEDIATE")
+        except DBAPIError as exc:
+            self._settle(group, exc)
+            return
+        for i, call in enumerate(group):
+            try:
+                call.outcome = (True, call.run(SavepointUnitOfWork(conn, self._max_hold)))
+            except DBAPIError as exc:
+                # The shared transaction is in doubt: undo it all; this call
+                # failed as it would have alone; the others run again alone.
+                _rollback(conn)
+                call.outcome = (False, self._translate(exc))
+                _deliver(call)
+                for other in group[:i] + group[i + 1 :]:
+                    self._run_alone(conn, other)
+                return
+            except BaseException as exc:
+                call.outcome = (False, exc)
+        try:
+            conn.commit()
+        except DBAPIError as exc:
+            _rollback(conn)
+            self._settle(group, exc)
+            return
+        for call in group:
+            _deliver(call)
+
+    def _settle(self, group: list[_Call[Any]], exc: DBAPIError) -> None:
+        """Answer every call of a group that did not commit with the error."""
+        for call in group:
+            call.outcome = (False, self._translate(exc))
+            _deliver(call)
+
+    def _run_alone(self, conn: Connection, call: _Call[Any]) -> None:
+        uow = SqlUnitOfWork(conn, self._max_hold, begin="BEGIN IMMEDIATE")
+        try:
+            call.outcome = (True, call.run(uow))
+        except DBAPIError as exc:
+            call.outcome = (False, self._translate(exc))
+        except BaseException as exc:
+            call.outcome = (False, exc)
+        _deliver(call)
+
+
+def _started(call: _Call[Any]) -> bool:
+    try:
+        call.start()
+    except BaseException as exc:
+        call.outcome = (False, exc)
+        _deliver(call)
+        return False
+    return True
+
+
+def _rollback(conn: Connection) -> None:
+    # After a failed COMMIT SQLite's transaction is still open while SQLAlchemy
+    # holds its own as over: clear SQLAlchemy's, then the driver's.
+    conn.rollback()
+    raw: Any = conn.connection.dbapi_connection
+    raw.rollback()
+
+
+def _deliver(call: _Call[Any]) -> None:
+    assert call.outcome is not None
+    ok, value = call.outcome
+    if ok:
+        call.future.set_result(value)
+    else:
+        call.future.set_exception(value)

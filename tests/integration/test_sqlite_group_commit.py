@@ -1,0 +1,226 @@
+"""Group commit on a real SQLite file: calls share a COMMIT, never a fate they wouldn't alone.
+
+The writer runs the calls that queued up during a transaction together, each in
+a savepoint of one transaction (adapters/store/sqlite_writer.py). A first call
+that waits on an event keeps the writer busy while the others queue, so they
+form one group for certain.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Connection, create_engine, text
+from sqlalchemy.exc import IntegrityError
+
+from slotward.adapters.store.sqlite import SqliteStore
+from slotward.engine.ports import UnitOfWork
+
+EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore.open(f"sqlite:///{tmp_path / 'g.db'}", timedelta(hours=24))
+    opened.run_write_sync(_create_tables)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def _conn(uow: UnitOfWork) -> Connection:
+    conn: Connection = uow._conn  # type: ignore[attr-defined]
+    return conn
+
+
+def _create_tables(uow: UnitOfWork) -> None:
+    with uow:
+        conn = _conn(uow)
+        conn.exec_driver_sql("CREATE TABLE notes (id INTEGER PRIMARY KEY, note TEXT)")
+        # Checked at COMMIT only: a way to make one group's COMMIT fail.
+        conn.exec_driver_sql(
+            "CREATE TABLE refs (id INTEGER PRIMARY KEY, note_id INTEGER"
+            " REFERENCES notes(id) DEFERRABLE INITIALLY DEFERRED)"
+        )
+        uow.commit()
+
+
+def _note(i: int, *, then: Callable[[], None] | None = None) -> Callable[[UnitOfWork], int]:
+    def run(uow: UnitOfWork) -> int:
+        with uow:
+            _conn(uow).execute(text("INSERT INTO notes VALUES (:i, :n)"), {"i": i, "n": f"n{i}"})
+            if then is not None:
+                then()
+            uow.commit()
+        return i
+
+    return run
+
+
+def _ids(store: SqliteStore) -> list[int]:
+    def read(uow: UnitOfWork) -> list[int]:
+        with uow:
+            return [r[0] for r in _conn(uow).exec_driver_sql("SELECT id FROM notes ORDER BY id")]
+
+    return store.run_write_sync(read)
+
+
+class _Gate:
+    """A first call that holds the writer until ``open``: the calls behind it queue."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def call(self, uow: UnitOfWork) -> int:
+        self.entered.set()
+        assert self.release.wait(EVENT_WAIT)
+        return 0
+
+    async def hold(self, store: SqliteStore) -> asyncio.Task[int]:
+        task = asyncio.create_task(store.write(self.call))
+        assert await asyncio.to_thread(self.entered.wait, EVENT_WAIT)
+        return task
+
+
+async def _queued(store: SqliteStore, calls: list[Callable[[UnitOfWork], Any]]) -> list[Any]:
+    """Run ``calls`` as one group behind a gate; their answers or errors, in order."""
+    gate = _Gate()
+    held = await gate.hold(store)
+    tasks = [asyncio.create_task(store.write(c)) for c in calls]
+    await asyncio.sleep(0)  # the tasks start: each puts its call in the writer's queue
+    before = store.writer_stats()
+    gate.release.set()
+    await held
+    answers = await asyncio.gather(*tasks, return_exceptions=True)
+    after = store.writer_stats()
+    # They really ran as one group (the gate's call was a group of its own).
+    assert after.groups - before.groups == 1
+    assert after.grouped_calls - before.grouped_calls == len(calls)
+    return answers
+
+
+async def test_queued_calls_commit_together_and_each_sees_the_last(store: SqliteStore) -> None:
+    seen: list[list[int]] = []
+
+    def reader(uow: UnitOfWork) -> None:
+        with uow:
+            rows = _conn(uow).exec_driver_sql("SELECT id FROM notes ORDER BY id")
+            seen.append([r[0] for r in rows])
+
+    answers = await _queued(store, [_note(1), _note(2), reader, _note(3)])
+    assert answers == [1, 2, None, 3]
+    assert seen == [[1, 2]]  # the calls before it in the group, uncommitted still
+    assert _ids(store) == [1, 2, 3]
+
+
+async def test_a_failing_call_undoes_only_its_own_work(store: SqliteStore) -> None:
+    def fail() -> None:
+        raise ValueError("refused after writing")
+
+    answers = await _queued(store, [_note(1), _note(2, then=fail), _note(3)])
+    assert answers[::2] == [1, 3]
+    assert isinstance(answers[1], ValueError)
+    assert _ids(store) == [1, 3]
+
+
+async def test_work_committed_before_an_error_is_kept(store: SqliteStore) -> None:
+    def commit_then_fail(uow: UnitOfWork) -> None:
+        with uow:
+            _conn(uow).exec_driver_sql("INSERT INTO notes VALUES (5, 'audited refusal')")
+            uow.commit()
+            _conn(uow).exec_driver_sql("INSERT INTO notes VALUES (6, 'undone')")
+            raise LookupError("refused")
+
+    answers = await _queued(store, [_note(1), commit_then_fail, _note(2)])
+    assert answers[::2] == [1, 2]
+    assert isinstance(answers[1], LookupError)
+    assert _ids(store) == [1, 2, 5]  # as alone: what was committed stays, 6 does not
+
+
+async def test_a_database_error_reruns_the_others_alone(store: SqliteStore) -> None:
+    # The same primary key twice: the second call's INSERT fails in the database.
+    answers = await _queued(store, [_note(1), _note(7), _note(7), _note(2)])
+    assert [answers[0], answers[1], answers[3]] == [1, 7, 2]
+    assert isinstance(answers[2], IntegrityError)
+    assert _ids(store) == [1, 2, 7]
+
+
+async def test_a_failed_commit_fails_every_call_of_the_group(store: SqliteStore) -> None:
+    def dangling(uow: UnitOfWork) -> None:
+        with uow:
+            _conn(uow).exec_driver_sql("INSERT INTO refs VALUES (1, 999)")  # no note 999
+            uow.commit()
+
+    answers = await _queued(store, [_note(1), dangling, _note(2)])
+    assert all(isinstance(a, IntegrityError) for a in answers), answers
+    assert _ids(store) == []  # none of the group is stored
+    assert await store.write(_note(3)) == 3  # and the writer goes on
+
+
+async def test_no_answer_leaves_before_the_group_commits(store: SqliteStore) -> None:
+    last_entered = threading.Event()
+    last_release = threading.Event()
+
+    def slow_last(uow: UnitOfWork) -> int:
+        with uow:
+            last_entered.set()
+            assert last_release.wait(EVENT_WAIT)
+            uow.commit()
+        return 9
+
+    gate = _Gate()
+    held = await gate.hold(store)
+    first = asyncio.create_task(store.write(_note(1)))
+    last = asyncio.create_task(store.write(slow_last))
+    await asyncio.sleep(0)
+    gate.release.set()
+    await held
+    assert await asyncio.to_thread(last_entered.wait, EVENT_WAIT)
+    # The first call is done and its savepoint released, but not committed yet.
+    await asyncio.sleep(0.05)
+    assert not first.done()
+    last_release.set()
+    assert list(await asyncio.gather(first, last)) == [1, 9]
+    assert _ids(store) == [1]
+
+
+async def test_a_second_process_sees_only_committed_groups(store: SqliteStore) -> None:
+    # A reader of its own (another process, say) sees nothing of a group before
+    # its COMMIT: the group is one transaction.
+    url = str(store._path)
+    other = create_engine(f"sqlite:///{url}")
+    inside = threading.Event()
+    go_on = threading.Event()
+    outside_view: list[int] = []
+
+    def wait_inside() -> None:
+        inside.set()
+        assert go_on.wait(EVENT_WAIT)
+
+    try:
+        gate = _Gate()
+        held = await gate.hold(store)
+        tasks = [
+            asyncio.create_task(store.write(_note(1))),
+            asyncio.create_task(store.write(_note(2, then=wait_inside))),
+        ]
+        await asyncio.sleep(0)
+        gate.release.set()
+        await held
+        assert await asyncio.to_thread(inside.wait, EVENT_WAIT)
+        with other.connect() as conn:
+            outside_view = [r[0] for r in conn.exec_driver_sql("SELECT id FROM notes")]
+        go_on.set()
+        assert await asyncio.gather(*tasks) == [1, 2]
+    finally:
+        other.dispose()
+    assert outside_view == []
+    assert _ids(store) == [1, 2]

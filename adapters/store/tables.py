@@ -91,7 +91,7 @@ holds = Table(
     Column("committed_us", BigInteger, nullable=True),
     Column("preempted_by", String(64), nullable=True),
     Column("audit_seq", BigInteger, nullable=False),
-    Index("ix_holds_tenant_workflow_intent", "tenant", "workflow_id", "intent_fp"),
+    Index("ix_holds_tenant_workflow_intent_id", "tenant", "workflow_id", "intent_fp", "id"),
     Index("ix_holds_status_expires", "status", "expires_us"),
     Index("ix_holds_tenant_id", "tenant", "id"),
 )
@@ -129,6 +129,7 @@ ledger = Table(
     Column("completed_us", BigInteger, nullable=True),
     Index("ix_ledger_tenant_fingerprint", "tenant", "fingerprint"),
     Index("ix_ledger_expires", "expires_us"),
+    Index("ix_ledger_tenant_expires", "tenant", "expires_us"),
     Index("ix_ledger_tenant_workflow", "tenant", "workflow_id"),
     Index("ix_ledger_lease", "lease_expires_us"),
 )

@@ -1,0 +1,82 @@
+"""Every prebuilt statement of the hot paths seeks an index on SQLite: none scans.
+
+A scan costs nothing on a test's few rows and everything at a million: a
+create that walked a tenant's holds in id order (the live-intent lookup) or a
+purge that filtered every record of a tenant on the writer went unnoticed
+until ``slotward bench scale`` met them (migration 0004). The plans are read
+off the migrated schema as the store runs it, statement by statement, and
+each must use the index named here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Executable
+
+from slotward.adapters.store import hold_repo, ledger_repo, ops_repos, repos
+from slotward.adapters.store.runner import _plan
+from slotward.adapters.store.sqlite import SqliteStore
+
+# A value for every bind name the statements use (lists for IN parameters).
+PARAMS: dict[str, Any] = {
+    "tenant": "acme", "workflow_id": "wf", "intent_fp": "f" * 64, "now": 10**15,
+    "attendees": ["att_a", "att_b"], "start": 10**15, "end": 10**15 + 1, "lookback": 0,
+    "ids": ["hold_a", "hold_b"], "id": "hold_a", "key": "idem_k", "fingerprint": "g" * 64,
+    "emails": ["a@example.com"], "email": "a@example.com", "key_id": "key_a",
+    "key_hash": "h", "limit": 100, "w_tenant": "acme", "w_workflow": "wf",
+    "w_since_us": 0, "w_before_us": 0,
+}  # fmt: skip
+
+# (statement, the index its plan must search). Writes are not listed: they
+# touch rows by primary key, or insert.
+HOT: dict[str, tuple[Executable, str]] = {
+    "hold by id": (hold_repo._GET, "sqlite_autoindex_holds_1"),
+    "live hold of an intent": (hold_repo._LIVE_INTENT, "ix_holds_tenant_workflow_intent_id"),
+    "overlapping holds": (hold_repo._OVERLAPPING, "ix_hold_attendees_overlap"),
+    "overlapping holds by id": (hold_repo._BY_IDS, "sqlite_autoindex_holds_1"),
+    "holds due for expiry": (hold_repo._DUE, "ix_holds_status_expires"),
+    "ledger record": (ledger_repo._GET, "sqlite_autoindex_ledger_1"),
+    "record by fingerprint": (ledger_repo._BY_FINGERPRINT, "ix_ledger_tenant_fingerprint"),
+    "records of a workflow": (ledger_repo._FOR_WORKFLOW, "ix_ledger_tenant_workflow"),
+    "a tenant with records to purge": (ledger_repo._PURGEABLE, "ix_ledger_expires"),
+    "a tenant's records to purge": (ledger_repo._PURGE_KEYS, "ix_ledger_tenant_expires"),
+    "attendees by email": (repos._EMAILS, "sqlite_autoindex_attendee_emails_1"),
+    "attendees by id": (repos._IDS, "sqlite_autoindex_attendees_1"),
+    "one attendee": (repos._ATTENDEE, "sqlite_autoindex_attendees_1"),
+    "one email": (repos._EMAIL, "sqlite_autoindex_attendee_emails_1"),
+    "audit head": (repos._HEAD, "sqlite_autoindex_audit_heads_1"),
+    "key by id": (repos._KEY_BY_ID, "sqlite_autoindex_api_keys_1"),
+    "workflow stats": (ops_repos._GET, "sqlite_autoindex_workflow_stats_1"),
+    "replays per second": (ops_repos._R_SECONDS, "sqlite_autoindex_workflow_replays_1"),
+    "replays since": (ops_repos._R_SUM, "sqlite_autoindex_workflow_replays_1"),
+}
+
+
+@pytest.fixture(scope="module")
+def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("plans") / "plans.db"
+    store = SqliteStore.open(f"sqlite:///{path}", timedelta(hours=24))
+    asyncio.run(store.close())
+    return path
+
+
+@pytest.mark.parametrize("name", sorted(HOT))
+def test_a_hot_statement_seeks_its_index(migrated: Path, name: str) -> None:
+    stmt, index = HOT[name]
+    plan = _plan(stmt, PARAMS)
+    conn = sqlite3.connect(migrated)
+    try:
+        steps = [
+            row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))
+        ]
+    finally:
+        conn.close()
+    assert steps, plan.sql
+    assert not [s for s in steps if s.startswith("SCAN")], steps
+    assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps

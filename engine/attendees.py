@@ -16,9 +16,8 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
-import rfc8785
-
 from slotward.engine.errors import ValidationFailed
+from slotward.engine.fingerprint import canonical_json
 
 __all__ = [
     "MAX_ATTENDEES",
@@ -108,7 +107,7 @@ def attendee_id_for_email(tenant: str, email: str) -> str:
     share an id.
     """
     doc = {"tenant": tenant, "email": email.strip().casefold()}
-    return "att_" + hashlib.sha256(rfc8785.dumps(doc)).hexdigest()[:32]
+    return "att_" + hashlib.sha256(canonical_json(doc)).hexdigest()[:32]
 
 
 def resolve_attendees(

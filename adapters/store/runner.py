@@ -55,6 +55,8 @@ class Runner(Protocol):
 
     def dynamic(self, stmt: Executable) -> list[Row]: ...
 
+    def sql(self, statement: str) -> None: ...
+
 
 def runner_for(conn: Connection) -> Runner:
     if conn.dialect.name == "sqlite" or conn.dialect.driver == "asyncpg":
@@ -84,6 +86,9 @@ class CoreRunner:
 
     def dynamic(self, stmt: Executable) -> list[Row]:
         return self.rows(stmt)
+
+    def sql(self, statement: str) -> None:
+        self.conn.exec_driver_sql(statement)
 
 
 # Compiled with named parameters (":tenant"): sqlite3 binds them from a dict as
@@ -212,6 +217,13 @@ class DriverRunner:
 
     def dynamic(self, stmt: Executable) -> list[Row]:
         return [r._mapping for r in self.conn.execute(stmt)]
+
+    def sql(self, statement: str) -> None:
+        """Run one constant statement without parameters (a SAVEPOINT, say)."""
+        try:
+            self._cursor.execute(statement)
+        except self._errors as exc:
+            raise self._translated(exc, statement, None) from exc
 
     def _translated(self, exc: Exception, sql: str, params: Any) -> DBAPIError:
         """The driver's error as SQLAlchemy raises it (OperationalError, IntegrityError...).

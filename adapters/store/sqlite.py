@@ -12,10 +12,9 @@ consistent snapshot.
 from __future__ import annotations
 
 import asyncio
-import functools
+import queue
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -27,7 +26,7 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
-from slotward.adapters.store.sqlite_writer import GroupWriter, WriterStats
+from slotward.adapters.store.sqlite_writer import GroupWriter, Settle, WriterStats
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import InvalidRequest, Unavailable
 from slotward.engine.ports import UnitOfWork
@@ -112,9 +111,56 @@ def _busy() -> Unavailable:
     return Unavailable("the store is too busy; retry shortly", retry_after=1)
 
 
-def _discard(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # retrieved: an abandoned call's refusal is not news
+def _settler(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> Settle:
+    """Hands a thread's outcome to ``future`` on its loop (one thread-safe callback)."""
+
+    def settle(ok: bool, value: Any) -> None:
+        loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    return settle
+
+
+def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # refused as too busy, or its caller went away: dropped
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+class _ReaderPool:
+    """Reader threads taking calls from one queue (lighter than an executor per call)."""
+
+    def __init__(self, size: int, run: Callable[[Callable[[UnitOfWork], Any]], Any]) -> None:
+        self._run = run
+        self._calls: queue.SimpleQueue[tuple[Any, _Job, Settle] | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._loop, name=f"slotward-reader-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, fn: Callable[[UnitOfWork], Any], job: _Job, settle: Settle) -> None:
+        self._calls.put((fn, job, settle))
+
+    def _loop(self) -> None:
+        while (item := self._calls.get()) is not None:
+            fn, job, settle = item
+            try:
+                job.start()
+                value = self._run(fn)
+            except BaseException as exc:
+                settle(False, exc)
+            else:
+                settle(True, value)
+
+    def close(self) -> None:
+        for _ in self._threads:
+            self._calls.put(None)
+        for thread in self._threads:
+            thread.join()
 
 
 class SqliteStore:
@@ -128,7 +174,7 @@ class SqliteStore:
         self._queue_seconds = waits.queue_seconds
         self._engine = _engine(path, waits)
         self._writer = GroupWriter(self._engine.connect, max_hold, _unavailable)
-        self._readers = ThreadPoolExecutor(readers, thread_name_prefix="slotward-reader")
+        self._readers = _ReaderPool(readers, self._run_read)
         self._local = threading.local()
         self._reader_conns: list[Connection] = []
         self._reader_lock = threading.Lock()
@@ -161,9 +207,7 @@ class SqliteStore:
                 self._reader_conns.append(conn)
         return conn
 
-    def _run_read(self, fn: Callable[[UnitOfWork], T], job: _Job | None = None) -> T:
-        if job is not None:
-            job.start()
+    def _run_read(self, fn: Callable[[UnitOfWork], T]) -> T:
         return _translated(fn, SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
 
     def writer_stats(self) -> WriterStats:
@@ -171,18 +215,23 @@ class SqliteStore:
 
     def run_write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` as a write transaction from synchronous code (CLI, tests)."""
-        return self._writer.submit(fn, lambda: None).result()
+        return self._writer.submit_future(fn).result()
 
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
-        job = _Job()
-        return await self._queued(asyncio.wrap_future(self._writer.submit(fn, job.start)), job)
+        job, future, settle = self._call()
+        self._writer.submit(fn, job.start, settle)
+        return await self._queued(future, job)
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
-        job = _Job()
-        run = functools.partial(self._run_read, fn, job)
-        return await self._queued(
-            asyncio.get_running_loop().run_in_executor(self._readers, run), job
-        )
+        job, future, settle = self._call()
+        self._readers.submit(fn, job, settle)
+        return await self._queued(future, job)
+
+    @staticmethod
+    def _call() -> tuple[_Job, asyncio.Future[Any], Settle]:
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        return _Job(), future, _settler(loop, future)
 
     async def _queued(self, future: asyncio.Future[T], job: _Job) -> T:
         """The answer of ``future``; refused (503) if no thread took it in time.
@@ -191,15 +240,20 @@ class SqliteStore:
         will skip it, so nothing of it runs. One already started runs to its
         end (SQLite's own busy timeout bounds its lock waits).
         """
-        done, _ = await asyncio.wait({future}, timeout=self._queue_seconds)
-        if not done and job.abandon():
-            future.add_done_callback(_discard)
-            raise _busy()
-        return await future
+
+        def expire() -> None:
+            if not future.done() and job.abandon():
+                future.set_exception(_busy())
+
+        timer = asyncio.get_running_loop().call_later(self._queue_seconds, expire)
+        try:
+            return await future
+        finally:
+            timer.cancel()
 
     async def close(self) -> None:
         self._writer.close()
-        self._readers.shutdown(wait=True)
+        self._readers.close()
         for conn in self._reader_conns:
             conn.close()
         self._engine.dispose()

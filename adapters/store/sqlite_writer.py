@@ -20,11 +20,12 @@ Each call keeps the meaning it had alone:
 
 from __future__ import annotations
 
+import functools
 import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -33,7 +34,7 @@ from sqlalchemy.exc import DBAPIError
 
 from slotward.adapters.store.repos import SqlUnitOfWork
 
-__all__ = ["GroupWriter", "SavepointUnitOfWork", "WriterStats"]
+__all__ = ["GroupWriter", "SavepointUnitOfWork", "Settle", "WriterStats", "settle_future"]
 
 T = TypeVar("T")
 
@@ -50,7 +51,7 @@ class SavepointUnitOfWork(SqlUnitOfWork):
         self._open = False
 
     def _sql(self, statement: str) -> None:
-        self._conn.exec_driver_sql(statement)
+        self._db.sql(statement)
 
     def __enter__(self) -> SavepointUnitOfWork:
         self._sql("SAVEPOINT call")
@@ -82,11 +83,15 @@ class WriterStats:
     grouped_calls: int
 
 
+# How a call's answer is handed back: (True, value) or (False, exception).
+Settle = Callable[[bool, Any], None]
+
+
 @dataclass
 class _Call(Generic[T]):
     run: Callable[[SqlUnitOfWork], T]
     start: Callable[[], None]  # raises if the caller gave up on the call
-    future: Future[T] = field(default_factory=Future)
+    settle: Settle
     outcome: tuple[bool, Any] | None = None  # (ok, value or exception)
 
 
@@ -109,10 +114,17 @@ class GroupWriter:
         self._thread = threading.Thread(target=self._loop, name="slotward-writer", daemon=True)
         self._thread.start()
 
-    def submit(self, run: Callable[[SqlUnitOfWork], T], start: Callable[[], None]) -> Future[T]:
-        call: _Call[T] = _Call(run, start)
-        self._calls.put(call)
-        return call.future
+    def submit(
+        self, run: Callable[[SqlUnitOfWork], T], start: Callable[[], None], settle: Settle
+    ) -> None:
+        """Queue ``run``; ``settle`` gets its outcome, on this thread, after its commit."""
+        self._calls.put(_Call(run, start, settle))
+
+    def submit_future(self, run: Callable[[SqlUnitOfWork], T]) -> Future[T]:
+        """Queue ``run``; a future of its answer (for synchronous callers)."""
+        future: Future[T] = Future()
+        self.submit(run, lambda: None, functools.partial(settle_future, future))
+        return future
 
     def stats(self) -> WriterStats:
         return WriterStats(self._groups, self._grouped_calls)
@@ -221,8 +233,11 @@ def _rollback(conn: Connection) -> None:
 
 def _deliver(call: _Call[Any]) -> None:
     assert call.outcome is not None
-    ok, value = call.outcome
+    call.settle(*call.outcome)
+
+
+def settle_future(future: Future[Any], ok: bool, value: Any) -> None:
     if ok:
-        call.future.set_result(value)
+        future.set_result(value)
     else:
-        call.future.set_exception(value)
+        future.set_exception(value)

@@ -26,6 +26,7 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.sqlite_checkpoint import Checkpointer
 from slotward.adapters.store.sqlite_writer import GroupWriter, Settle, WriterStats
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import InvalidRequest, Unavailable
@@ -64,6 +65,8 @@ def _engine(path: Path, waits: Waits) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={Waits.millis(waits.lock_seconds)}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # Checkpoints run on a thread of their own (sqlite_checkpoint.py).
+        cursor.execute("PRAGMA wal_autocheckpoint=0")
         cursor.close()
 
     return engine
@@ -167,7 +170,12 @@ class SqliteStore:
     """Runs use cases on a SQLite file: writes on one thread, reads on a pool."""
 
     def __init__(
-        self, path: Path, max_hold: timedelta, readers: int = 4, waits: Waits = DEFAULT_WAITS
+        self,
+        path: Path,
+        max_hold: timedelta,
+        readers: int = 4,
+        waits: Waits = DEFAULT_WAITS,
+        checkpoint_seconds: float = 0.5,
     ) -> None:
         self._path = path
         self._max_hold = max_hold
@@ -175,6 +183,7 @@ class SqliteStore:
         self._engine = _engine(path, waits)
         self._writer = GroupWriter(self._engine.connect, max_hold, _unavailable)
         self._readers = _ReaderPool(readers, self._run_read)
+        self._checkpointer = Checkpointer(self._engine.raw_connection, checkpoint_seconds)
         self._local = threading.local()
         self._reader_conns: list[Connection] = []
         self._reader_lock = threading.Lock()
@@ -209,6 +218,10 @@ class SqliteStore:
 
     def _run_read(self, fn: Callable[[UnitOfWork], T]) -> T:
         return _translated(fn, SqlUnitOfWork(self._reader_conn(), self._max_hold, begin="BEGIN"))
+
+    def checkpoint(self) -> None:
+        """Copy the WAL into the database file now (what the checkpoint thread does)."""
+        self._checkpointer.run_now()
 
     def writer_stats(self) -> WriterStats:
         return self._writer.stats()
@@ -252,6 +265,7 @@ class SqliteStore:
             timer.cancel()
 
     async def close(self) -> None:
+        self._checkpointer.close()
         self._writer.close()
         self._readers.close()
         for conn in self._reader_conns:

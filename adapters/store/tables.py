@@ -105,7 +105,10 @@ hold_attendees = Table(
     Column("start_us", BigInteger, nullable=False),
     Column("end_us", BigInteger, nullable=False),
     Column("active", Boolean, nullable=False),
-    Index("ix_hold_attendees_overlap", "tenant", "attendee", "start_us"),
+    # Covers the overlap query (migration 0004).
+    Index(
+        "ix_hold_attendees_overlap", "tenant", "attendee", "start_us", "end_us", "active", "hold_id"
+    ),
 )
 
 ledger = Table(

@@ -1,4 +1,4 @@
-"""The ``slotward`` command: serve, keys create, keys revoke, migrate."""
+"""The ``slotward`` command: serve, keys create, keys revoke, migrate, bench."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from slotward.api.auth import ROLES, NewKey, create_key, revoke_key
 from slotward.api.config import Config
 from slotward.api.logs import configure_logging
 from slotward.api.serving import serve
+from slotward.benchmarks.cli import add_bench_parser, run_bench
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Principal
@@ -48,6 +49,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     revoke = keys.add_parser("revoke", help="revoke a key by its id (printed by keys create)")
     revoke.add_argument("key_id")
     sub.add_parser("migrate", help="bring the database schema up to date")
+    add_bench_parser(sub)  # benchmarks/cli.py; bench takes its own --db
     return parser
 
 
@@ -111,6 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = _parser(defaults).parse_args(argv)
         config = Config(**{**defaults.__dict__, "db_url": args.db})
         configure_logging(config)  # to stderr; stdout stays for what the command prints
+        if args.command == "bench":
+            return run_bench(args)
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
             _serve(config, demo_key=args.demo_key, workers=args.workers)

@@ -1,0 +1,162 @@
+"""``slotward bench``: the arguments of each benchmark and the dispatch to it."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from slotward.benchmarks.results import Outcome, Settings
+
+__all__ = ["ABOUT", "add_bench_parser", "run_bench"]
+
+ABOUT = """\
+Measure slotward against baselines measured in the same run, and check it.
+
+    slotward bench baseline|throughput|replay|race|scale [--db sqlite|postgresql://...]
+        [--workers N] [--concurrency C] [--requests N] [--seconds S]
+        [--json PATH] [--plot PATH]
+
+--db belongs to bench (the global `slotward --db` is not used: a
+benchmark never touches the user's database). `sqlite` (the default) runs
+every scenario on a fresh file in a temporary directory; a
+postgresql://USER@HOST:PORT/DB URL names a server on which the benchmark
+creates a throwaway database per scenario and drops it afterwards.
+
+Exit status: 0; 1 when an invariant broke or calls failed unexpectedly (a
+missed performance target is reported, not an error); 2 when the benchmark
+could not run (a server did not start, matplotlib missing for --plot).
+"""
+
+_COMMANDS = {
+    "baseline": "the ceilings: a bare JSON echo server and a minimal reference server",
+    "throughput": "uncontended creates, commits and releases, against the reference",
+    "replay": "replayed duplicates against fresh creates",
+    "race": "many agents racing for a few slots; checks every invariant",
+    "scale": "claim latency with many stored holds",
+}
+
+
+def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add ``bench`` and its subcommands to the ``slotward`` subparsers ``commands``."""
+    bench = commands.add_parser(
+        "bench", help="benchmarks (each prints a table; --json, --plot)",
+        description=ABOUT, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
+    kinds = bench.add_subparsers(dest="bench", required=True)
+    for name, about in _COMMANDS.items():
+        sub = kinds.add_parser(name, help=about, description=about)
+        _common(sub, name)
+    throughput = kinds.choices["throughput"]
+    throughput.add_argument(
+        "--tenants", type=int, default=1, help="spread the agents over this many tenants (1)"
+    )
+    race = kinds.choices["race"]
+    race.add_argument("--agents", type=int, default=1000, help="agents, one key each (1000)")
+    race.add_argument("--slots", type=int, default=10, help="contested slots (default 10)")
+    race.add_argument("--seed", type=int, default=0, help="seed of the agents' choices")
+    scale = kinds.choices["scale"]
+    scale.add_argument(
+        "--sizes", type=_sizes, default=(10_000, 100_000, 1_000_000),
+        help="stored holds per run, comma-separated (default 10000,100000,1000000)",
+    )  # fmt: skip
+
+
+def _common(sub: argparse.ArgumentParser, name: str) -> None:
+    sub.add_argument("--db", dest="bench_db", default="sqlite", metavar="URL",
+                     help="'sqlite' (fresh temporary files; default) or a postgresql:// "
+                          "server URL where the benchmark may CREATE DATABASE")  # fmt: skip
+    sub.add_argument(
+        "--workers", type=int, default=1,
+        help="server processes, for slotward and the reference (default 1)",
+    )  # fmt: skip
+    default = 8 if name == "scale" else 64
+    if name == "race":  # --agents is the number of racing agents; they share the connections
+        sub.add_argument("--concurrency", type=int, default=default,
+                         help=f"concurrent connections (default {default})")  # fmt: skip
+    else:
+        sub.add_argument(
+            "--concurrency", "--agents", dest="concurrency", type=int, default=default,
+            help=f"concurrent agents, one connection and key each (default {default})",
+        )  # fmt: skip
+    requests = 500 if name == "scale" else 2000
+    if name != "race":  # a race's calls follow from its agents
+        sub.add_argument("--requests", type=int, default=requests,
+                         help=f"requests per measured scenario (default {requests})")  # fmt: skip
+    sub.add_argument("--seconds", type=float, default=60.0,
+                     help="time bound per measured scenario (default 60)")  # fmt: skip
+    sub.add_argument("--json", type=Path, help="write the results as JSON here")
+    sub.add_argument("--plot", type=Path, help="draw the results as a PNG here (matplotlib)")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"not a comma-separated list of counts: {text!r}"
+        ) from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError("sizes must be positive")
+    return sizes
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark ``args`` name, print it, write what was asked; the exit status."""
+    from slotward.benchmarks import report
+    from slotward.benchmarks.results import Settings, db_kind
+    from slotward.benchmarks.servers import ServerFailed
+
+    if args.plot is not None and not report.plotting_available():
+        print(f"slotward bench: {report.MISSING_MATPLOTLIB}", file=sys.stderr)
+        return 2
+    # Stopped with SIGTERM, unwind as for Ctrl-C: servers stopped, databases dropped.
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        db_kind(args.bench_db)
+        requests = getattr(args, "requests", args.concurrency)
+        counts = (args.workers, args.concurrency, requests, getattr(args, "tenants", 1))
+        if min(counts) < 1 or args.seconds <= 0:
+            raise ValueError("every count and --seconds must be positive")
+        settings = Settings(db=args.bench_db, workers=args.workers, concurrency=args.concurrency,
+                            requests=requests, seconds=args.seconds)  # fmt: skip
+        outcome = _dispatch(args, settings)
+    except (ValueError, ServerFailed, OSError) as error:
+        print(f"slotward bench: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:  # everything started is stopped and removed by now
+        print("slotward bench: interrupted", file=sys.stderr)
+        return 130
+    report.print_outcome(outcome, sys.stdout)
+    if args.json is not None:
+        report.write_json(outcome, args.json)
+    if args.plot is not None:
+        report.plot(outcome, args.plot)
+    return 1 if outcome.problems else 0
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
+    # Imported here: `slotward serve` should not load the benchmarks.
+    if args.bench == "baseline":
+        from slotward.benchmarks.baseline import baseline
+
+        return baseline(settings)
+    if args.bench in ("throughput", "replay"):
+        from slotward.benchmarks.throughput import replay, throughput
+
+        return throughput(settings, tenants=args.tenants) if args.bench == "throughput" else (
+            replay(settings))  # fmt: skip
+    if args.bench == "race":
+        from slotward.benchmarks.race import race
+
+        return race(settings, agents=args.agents, slots=args.slots, seed=args.seed)
+    from slotward.benchmarks.scale import scale
+
+    return scale(settings, sizes=args.sizes)

@@ -1,0 +1,205 @@
+"""Fresh databases and the servers a benchmark drives, started and always stopped.
+
+SQLite (``--db sqlite``, the default, or any ``sqlite`` URL): every scenario
+gets a new file in the run's temporary directory, never the user's database.
+PostgreSQL (``--db postgresql://USER@HOST:PORT/DB``): the URL names a server
+and a database to connect to for administration; every scenario gets a
+throwaway database created there (``CREATE DATABASE``, so the role needs
+``CREATEDB``) and dropped at the end of the run.
+
+Servers are subprocesses on a free loopback port: ``slotward serve`` with the
+rate limit off (``SLOTWARD_RATE_LIMIT=0``: it would cap what is measured), and
+the echo and reference servers. Their output goes to a log file in the run's
+directory, shown when a server fails to start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator, Sequence
+from functools import partial
+from pathlib import Path
+
+from sqlalchemy import text
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import create_async_engine
+from sqlalchemy.pool import NullPool
+
+from slotward.api.app import open_store
+from slotward.api.auth import create_key
+from slotward.api.config import Config
+from slotward.api.keyhash import KeyHasher
+from slotward.benchmarks.results import db_kind
+from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.model import Principal
+
+__all__ = [
+    "KEY_LOG_N",
+    "Databases",
+    "ServerFailed",
+    "echo_server",
+    "free_port",
+    "make_keys",
+    "reference_server",
+    "slotward_server",
+    "workspace",
+]
+
+# Bench keys hash at scrypt cost 2^6 instead of 2^14: the server verifies each
+# key once per process, and 1,000 keys at the default cost would take 30 s.
+KEY_LOG_N = 6
+_START_SECONDS = 120
+_STOP_SECONDS = 60
+_runs = itertools.count()
+
+
+class ServerFailed(RuntimeError):
+    """A server did not start (its log's tail is in the message)."""
+
+
+class Databases:
+    """Fresh databases for one run, all removed by :meth:`close`."""
+
+    def __init__(self, db: str, workdir: Path) -> None:
+        self.kind = db_kind(db)
+        self.workdir = workdir
+        self._made: list[str] = []
+        self._admin = ""
+        if self.kind == "postgresql":
+            url = make_url(db).set(drivername="postgresql+asyncpg")
+            self._admin = url.set(database=url.database or "postgres").render_as_string(False)
+        self._prefix = f"slotward_bench_{os.getpid()}_{next(_runs)}"
+
+    def fresh(self, label: str) -> str:
+        """The URL of a new, empty database for the scenario ``label``."""
+        name = f"{self._prefix}_{len(self._made)}_{re.sub(r'[^a-z0-9_]', '_', label.lower())}"
+        self._made.append(name)
+        if self.kind == "sqlite":
+            return f"sqlite+aiosqlite:///{self.workdir / name}.db"
+        asyncio.run(self._admin_sql(f'CREATE DATABASE "{name}"'))
+        return make_url(self._admin).set(database=name).render_as_string(False)
+
+    def close(self) -> None:
+        """Drop every database made (PostgreSQL); SQLite files go with the directory."""
+        if self.kind == "postgresql":
+            for name in self._made:
+                asyncio.run(self._admin_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        self._made.clear()
+
+    async def _admin_sql(self, sql: str) -> None:
+        engine = create_async_engine(self._admin, poolclass=NullPool, isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as conn:
+                await conn.execute(text(sql))
+        finally:
+            await engine.dispose()
+
+
+@contextlib.contextmanager
+def workspace(db: str) -> Iterator[Databases]:
+    """A run's databases and its temporary directory (logs, SQLite files), removed after."""
+    workdir = Path(tempfile.mkdtemp(prefix="slotward-bench-"))
+    try:
+        databases = Databases(db, workdir)
+        try:
+            yield databases
+        finally:
+            databases.close()
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def make_keys(url: str, principals: Sequence[Principal]) -> list[str]:
+    """Migrate the database at ``url`` and store a key for each principal; their secrets."""
+    return asyncio.run(_make_keys(url, principals))
+
+
+async def _make_keys(url: str, principals: Sequence[Principal]) -> list[str]:
+    store = await open_store(Config(db_url=url))
+    clock, ids, hasher = SystemClock(), TimeOrderedIds(), KeyHasher(log_n=KEY_LOG_N)
+    try:
+        secrets: list[str] = []
+        for start in range(0, len(principals), 16):  # a few at once: PostgreSQL overlaps them
+            batch = principals[start : start + 16]
+            made = await asyncio.gather(
+                *(store.write(partial(create_key, principal=p, clock=clock, ids=ids,
+                                      hasher=hasher)) for p in batch)
+            )  # fmt: skip
+            secrets += [m.secret for m in made]
+        return secrets
+    finally:
+        await store.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def slotward_server(url: str, workers: int, logs: Path) -> contextlib.AbstractContextManager[str]:
+    """``slotward serve`` on ``url`` with ``workers`` processes; yields its base URL."""
+    argv = ["slotward.api.cli", "--db", url, "serve", "--workers", str(workers), "--port"]
+    return _running("slotward", argv, logs)
+
+
+def echo_server(workers: int, logs: Path) -> contextlib.AbstractContextManager[str]:
+    """The bare aiohttp JSON echo (``benchmarks/echo.py``); yields its base URL."""
+    argv = ["slotward.benchmarks.echo", "--workers", str(workers), "--port"]
+    return _running("echo", argv, logs)
+
+
+def reference_server(url: str, workers: int, logs: Path) -> contextlib.AbstractContextManager[str]:
+    """The minimal reference server (``benchmarks/reference.py``) on ``url``."""
+    argv = ["slotward.benchmarks.reference", "--db", url, "--workers", str(workers), "--port"]
+    return _running("reference", argv, logs)
+
+
+@contextlib.contextmanager
+def _running(name: str, argv: list[str], logs: Path) -> Iterator[str]:
+    """Start ``python -m <argv> <port>``; yield once it answers /healthz; always stop it."""
+    port = free_port()
+    log_path = logs / f"{name}-{port}.log"
+    env = {**os.environ, "SLOTWARD_RATE_LIMIT": "0"}
+    with log_path.open("wb") as log:  # a file, never a pipe nobody drains
+        proc = subprocess.Popen(
+            [sys.executable, "-m", *argv, str(port)], stdout=log, stderr=subprocess.STDOUT, env=env
+        )
+        try:
+            base = f"http://127.0.0.1:{port}"
+            _wait_ready(name, base, proc, log_path)
+            yield base
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(timeout=_STOP_SECONDS)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def _wait_ready(name: str, base: str, proc: subprocess.Popen[bytes], log: Path) -> None:
+    """Until the server says it serves (once every worker does) and ``/healthz`` answers."""
+    deadline = time.monotonic() + _START_SECONDS
+    while True:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise ServerFailed(f"the {name} server did not start; its output:\n{tail}")
+        if f"{name} serving" in log.read_text(errors="replace"):
+            try:
+                urllib.request.urlopen(f"{base}/healthz", timeout=2).close()
+                return
+            except OSError:
+                pass
+        time.sleep(0.05)

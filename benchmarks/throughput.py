@@ -1,0 +1,141 @@
+"""``slotward bench throughput`` and ``slotward bench replay``: uncontended holds per second.
+
+throughput: N creates on N distinct attendees (no conflicts) at C concurrent
+agents (one API key each), then the N commits of those holds, then their N
+releases, each measured as a scenario of its own (``creates``, ``commits``,
+``releases``); then the reference server (``reference``) is sent the same N
+creates at the same concurrency on a fresh database. The ratios of slotward's
+creates to the reference are the targets: on SQLite at least 50% of its rate
+with a p99 at most 3x its p99; on PostgreSQL (with 2 workers) at least 60% of
+its rate. ``--tenants T`` spreads the agents over T tenants: on PostgreSQL a
+tenant's writes run one at a time (its lock), tenants side by side.
+
+replay: N fresh creates (``creates``), then the very same N calls again
+(``replays``): each is answered from the idempotency ledger. Target: replays
+at least 1.5x the rate of fresh creates.
+
+Both record every call made to slotward (warm-up included) and hold them
+against the database afterwards with the history checker
+(``slotward.engine.history``), as the race does: a violation, or a call that
+failed, makes the run exit non-zero.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from slotward.benchmarks.baseline import check_warmup, measure_reference, plan, warm_count
+from slotward.benchmarks.loadgen import drive
+from slotward.benchmarks.plans import Phase, fresh_creates, future_start, one_per_task, phase
+from slotward.benchmarks.plans import warmup_phase as warmup
+from slotward.benchmarks.recording import calls_of, violations
+from slotward.benchmarks.results import Outcome, Result, Settings, Target, ratio
+from slotward.benchmarks.servers import make_keys, slotward_server, workspace
+from slotward.engine.model import Principal
+
+__all__ = ["replay", "throughput"]
+
+
+def _agents(settings: Settings, tenants: int = 1) -> list[Principal]:
+    """One agent key per concurrent connection; agent ``i`` is in tenant ``i mod tenants``."""
+    return [
+        Principal(f"bench-{i % tenants}", f"agent-{i}", "agent", 50)
+        for i in range(settings.concurrency)
+    ]
+
+
+def _run(
+    settings: Settings,
+    url: str,
+    principals: Sequence[Principal],
+    workdir: Path,
+    measured: Sequence[Phase],
+    outcome: Outcome,
+) -> list[Mapping[str, Any]]:
+    """Warm up a slotward server on ``url``, run ``measured`` (every call recorded),
+    check the history; the measured phases' answers."""
+    keys = make_keys(url, principals)
+    c = settings.concurrency
+    rounds = 1 if settings.workers == 1 else 2 * settings.workers
+    with slotward_server(url, settings.workers, workdir) as base:
+        warm = warmup(base, len(keys), c, future_start(), creates=warm_count(settings),
+                      rounds=rounds, record=True)  # fmt: skip
+        phases = [{**p, "base": base, "record": True} for p in measured]
+        answer = drive(plan(settings, [*warm, *phases], keys))
+    answered: list[Mapping[str, Any]] = answer["phases"]
+    warmed, done = answered[: len(warm)], answered[len(warm) :]
+    check_warmup(outcome, warmed)
+    calls = [call for p in (warmed[-1], *done) for call in calls_of(p["records"], principals)]
+    started = time.perf_counter()
+    found = violations(url, calls)
+    outcome.problems += found
+    took = time.perf_counter() - started
+    outcome.notes.append(f"history: {len(calls)} calls checked in {took:.1f} s, "
+                         f"{len(found)} violations")  # fmt: skip
+    return done
+
+
+def throughput(settings: Settings, *, tenants: int = 1) -> Outcome:
+    outcome = Outcome("throughput", settings)
+    c, n, s = settings.concurrency, settings.requests, settings.seconds
+    creates = fresh_creates(n, future_start(), c)
+    commits = [{"op": "commit", "of": x["id"], "key": x["key"]} for x in creates]
+    releases = [{"op": "release", "of": x["id"], "key": x["key"]} for x in creates]
+    measured = [
+        phase("creates", "", one_per_task(creates), concurrency=c, seconds=s, expect=(201,)),
+        phase("commits", "", one_per_task(commits), concurrency=c, seconds=s, expect=(200,)),
+        phase("releases", "", one_per_task(releases), concurrency=c, seconds=s, expect=(200,)),
+    ]
+    with workspace(settings.db) as databases:
+        url = databases.fresh("throughput")
+        done = _run(settings, url, _agents(settings, tenants), databases.workdir, measured, outcome)
+        mine = [outcome.add(Result.of(p["name"], p, settings, c), p) for p in done]
+        reference = measure_reference(settings, databases, creates, outcome, tenants)
+    for name, p in zip(("commits", "releases"), done[1:], strict=True):
+        if p["skipped"]:
+            outcome.problems.append(f"{name}: {p['skipped']} skipped, their create failed")
+    fresh = mine[0]
+    fresh.extra["tenants"] = tenants
+    fresh.extra["ratio_to_reference"] = ratio(fresh.req_per_s, reference.req_per_s)
+    fresh.extra["p99_ratio_to_reference"] = ratio(fresh.p99_ms, reference.p99_ms)
+    outcome.targets += _targets(settings, fresh)
+    return outcome
+
+
+def _targets(settings: Settings, creates: Result) -> list[Target]:
+    rate, p99 = creates.extra["ratio_to_reference"], creates.extra["p99_ratio_to_reference"]
+    c, w = settings.concurrency, settings.workers
+    if settings.db_kind == "sqlite":
+        said = f"SQLite creates at {c} agents (target at 64)"
+        return [
+            Target(f"{said}: rate / reference", rate, 0.5, True),
+            Target(f"{said}: p99 / reference", p99, 3.0, False),
+        ]
+    return [Target(f"PostgreSQL creates, {w} worker(s) (target at 2): rate / reference",
+                   rate, 0.6, True)]  # fmt: skip
+
+
+def replay(settings: Settings) -> Outcome:
+    outcome = Outcome("replay", settings)
+    c, s = settings.concurrency, settings.seconds
+    creates = fresh_creates(settings.requests, future_start(), c)
+    measured = [
+        phase("creates", "", one_per_task(creates), concurrency=c, seconds=s, expect=(201,)),
+        phase("replays", "", one_per_task(creates), concurrency=c, seconds=s, expect=(201,)),
+    ]
+    with workspace(settings.db) as databases:
+        url = databases.fresh("replay")
+        done = _run(settings, url, _agents(settings), databases.workdir, measured, outcome)
+    fresh, again = (outcome.add(Result.of(p["name"], p, settings, c), p) for p in done)
+    if done[0]["replayed"] or done[1]["replayed"] != done[1]["requests"]:
+        outcome.problems.append(f"{done[0]['replayed']} fresh creates were answered as "
+                                f"replays, {done[1]['requests'] - done[1]['replayed']} "
+                                "replays as fresh")  # fmt: skip
+    again.extra["ratio_to_fresh"] = ratio(again.req_per_s, fresh.req_per_s)
+    outcome.targets.append(
+        Target("replays / fresh creates, rate", again.extra["ratio_to_fresh"], 1.5, True)
+    )
+    return outcome

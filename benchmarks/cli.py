@@ -82,7 +82,7 @@ def _common(sub: argparse.ArgumentParser, name: str) -> None:
             "--concurrency", "--agents", dest="concurrency", type=int, default=default,
             help=f"concurrent agents, one connection and key each (default {default})",
         )  # fmt: skip
-    requests = 500 if name == "scale" else 2000
+    requests = 2000
     if name != "race":  # a race's calls follow from its agents
         sub.add_argument("--requests", type=int, default=requests,
                          help=f"requests per measured scenario (default {requests})")  # fmt: skip

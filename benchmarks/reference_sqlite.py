@@ -8,8 +8,13 @@ takes the file's write lock before the first read, so the overlap check and
 the insert cannot interleave with another writer, in this process or in
 another one sharing the file.
 
-There is no group commit: each request is its own transaction. That is the
-simplest correct design, and the one slotward's store has too.
+Group commit, as slotward's store has it (adapters/store/sqlite_writer.py):
+the claims that queue up while a transaction runs are run next, each in its
+own savepoint of one ``BEGIN IMMEDIATE`` transaction, under one ``COMMIT``, and
+none is answered before it. Without it the reference would pay a commit per
+claim where slotward pays one per group, and the ratio would flatter slotward
+(a review measured group commit at 35-40% of slotward's create rate). A
+database error rolls the group back and runs its claims again one by one.
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import queue
 import sqlite3
+import threading
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable
+from typing import Any
 
 from slotward.benchmarks.reference_model import (
     CONFLICT,
@@ -123,18 +131,69 @@ def _create(conn: sqlite3.Connection, claim: Claim) -> tuple[int, bytes]:
     return 201, body
 
 
+# A queued claim: the claim, and how to hand back (ok, answer or exception).
+_Item = tuple[Claim, Callable[[bool, Any], None]]
+MAX_GROUP = 32  # as slotward's writer
+
+
 class SqliteReference:
-    """Runs each create as one ``BEGIN IMMEDIATE`` transaction on one writer thread."""
+    """Runs the creates on one writer thread, the queued ones under one COMMIT."""
 
     def __init__(self, path: str) -> None:
         self._conn = _connect(path)
-        self._writer = ThreadPoolExecutor(1, thread_name_prefix="reference-writer")
+        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._loop, name="reference-writer", daemon=True)
+        self._thread.start()
 
     async def create(self, claim: Claim) -> tuple[int, bytes]:
         """The answer to ``claim``: (201, new hold), (200, stored answer) or (409, conflict)."""
-        return await asyncio.get_running_loop().run_in_executor(
-            self._writer, self._transaction, claim
-        )
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[tuple[int, bytes]] = loop.create_future()
+
+        def settle(ok: bool, value: Any) -> None:
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+        self._queue.put((claim, settle))
+        return await future
+
+    def _loop(self) -> None:
+        while (first := self._queue.get()) is not None:
+            group = [first]
+            while len(group) < MAX_GROUP:
+                try:
+                    more = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if more is None:
+                    self._queue.put(None)
+                    break
+                group.append(more)
+            if len(group) == 1 or not self._group(group):
+                for claim, settle in group:  # alone, or again alone after an error
+                    try:
+                        settle(True, self._transaction(claim))
+                    except Exception as exc:
+                        settle(False, exc)
+        self._conn.close()
+
+    def _group(self, group: list[_Item]) -> bool:
+        """Run ``group`` under one COMMIT and answer it; False (nothing kept) on an error."""
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            answers = []
+            for claim, _ in group:
+                conn.execute("SAVEPOINT claim")
+                answers.append(_create(conn, claim))
+                conn.execute("RELEASE SAVEPOINT claim")
+            conn.execute("COMMIT")
+        except sqlite3.Error:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            return False
+        for (_, settle), answer in zip(group, answers, strict=True):
+            settle(True, answer)
+        return True
 
     def _transaction(self, claim: Claim) -> tuple[int, bytes]:
         conn = self._conn
@@ -151,5 +210,14 @@ class SqliteReference:
         return answer
 
     async def close(self) -> None:
-        await asyncio.get_running_loop().run_in_executor(self._writer, self._conn.close)
-        self._writer.shutdown(wait=True)
+        self._queue.put(None)
+        await asyncio.to_thread(self._thread.join)
+
+
+def _settle(future: asyncio.Future[tuple[int, bytes]], ok: bool, value: Any) -> None:
+    if future.done():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)

@@ -110,6 +110,9 @@ class _Plan:
     ) -> None:
         clause = cast(ClauseElement, stmt)
         compiled: Compiled = clause.compile(dialect=dialect, column_keys=list(names))
+        if getattr(compiled, "insert_prefetch", None) or getattr(compiled, "update_prefetch", None):
+            # A Python-side default or onupdate would be bound as NULL here.
+            raise ValueError(f"a column default computed in Python is not supported: {stmt}")
         sql = str(compiled)
         given = set(names)
         self.fixed: dict[str, Any] = {}

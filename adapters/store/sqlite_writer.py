@@ -14,13 +14,18 @@ Each call keeps the meaning it had alone:
   succeeded, so nothing is acknowledged that a crash could lose; if the
   ``COMMIT`` fails, every call of the group is answered ``Unavailable``;
 - a database error inside a call (locked, disk full, I/O) leaves the shared
-  transaction in doubt: the group is rolled back, that call gets the error,
-  and the others run again, each in a transaction of its own.
+  transaction in doubt: the group is rolled back, that call gets the error
+  (and loses what it had committed before it, as its answer says it failed),
+  and the others run again, each in a transaction of its own;
+- anything that fails outside a call (the connection cannot be opened, say)
+  answers that group's calls ``Unavailable`` and drops the connection; the
+  thread goes on with the next group, so no call waits for an answer forever.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import queue
 import threading
 from collections.abc import Callable
@@ -33,10 +38,13 @@ from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.engine.errors import Unavailable
 
 __all__ = ["GroupWriter", "SavepointUnitOfWork", "Settle", "WriterStats", "settle_future"]
 
 T = TypeVar("T")
+
+log = logging.getLogger("slotward.store")
 
 # More calls than this wait for the next group: a group's calls share its fate
 # when its COMMIT fails, and its first answer waits for its last call.
@@ -93,6 +101,7 @@ class _Call(Generic[T]):
     start: Callable[[], None]  # raises if the caller gave up on the call
     settle: Settle
     outcome: tuple[bool, Any] | None = None  # (ok, value or exception)
+    delivered: bool = False
 
 
 class GroupWriter:
@@ -149,10 +158,26 @@ class GroupWriter:
                         self._calls.put(None)  # close once this group is done
                         break
                     group.append(more)
-                self._run_group([c for c in group if _started(c)])
+                started = [c for c in group if _started(c)]
+                try:
+                    self._run_group(started)
+                except BaseException:
+                    log.exception("the SQLite writer failed outside a call; its calls get 503")
+                    self._drop_connection()
+                    for call in started:
+                        if not call.delivered:
+                            call.outcome = (False, _unavailable())
+                            _deliver(call)
         finally:
-            if self._conn is not None:
-                self._conn.close()
+            self._drop_connection()
+
+    def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            try:
+                conn.close()  # rolls back what was not committed
+            except Exception:
+                log.warning("closing the SQLite writer's connection failed", exc_info=True)
 
     def _connection(self) -> Connection:
         if self._conn is None:
@@ -231,9 +256,17 @@ def _rollback(conn: Connection) -> None:
     raw.rollback()
 
 
+def _unavailable() -> Unavailable:
+    return Unavailable("the store failed; retry shortly", retry_after=1)
+
+
 def _deliver(call: _Call[Any]) -> None:
     assert call.outcome is not None
-    call.settle(*call.outcome)
+    call.delivered = True
+    try:
+        call.settle(*call.outcome)
+    except Exception:
+        log.warning("a store answer could not be handed back", exc_info=True)
 
 
 def settle_future(future: Future[Any], ok: bool, value: Any) -> None:

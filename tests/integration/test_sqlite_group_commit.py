@@ -9,6 +9,7 @@ form one group for certain.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -17,9 +18,11 @@ from typing import Any
 
 import pytest
 from sqlalchemy import Connection, create_engine, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from slotward.adapters.store.sqlite import SqliteStore
+from slotward.adapters.store.sqlite_writer import GroupWriter
+from slotward.engine.errors import Unavailable
 from slotward.engine.ports import UnitOfWork
 
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
@@ -224,3 +227,33 @@ async def test_a_second_process_sees_only_committed_groups(store: SqliteStore) -
         other.dispose()
     assert outside_view == []
     assert _ids(store) == [1, 2]
+
+
+async def test_the_writer_outlives_a_connection_it_cannot_open(tmp_path: Path) -> None:
+    # The writer's first connection fails to open (too many open files, say):
+    # the calls waiting for it are answered 503 at once, and the next ones work.
+    engine = create_engine(f"sqlite:///{tmp_path / 'w.db'}")
+    attempts: list[int] = []
+
+    def connect() -> Connection:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise OperationalError("connect", {}, sqlite3.OperationalError("too many open files"))
+        return engine.connect()
+
+    writer = GroupWriter(connect, timedelta(hours=24), lambda exc: exc)
+    try:
+        failed = writer.submit_future(_note_table)
+        with pytest.raises(Unavailable):
+            failed.result(timeout=EVENT_WAIT)
+        assert writer.submit_future(_note_table).result(timeout=EVENT_WAIT) == "made"
+    finally:
+        writer.close()
+        engine.dispose()
+
+
+def _note_table(uow: UnitOfWork) -> str:
+    with uow:
+        _conn(uow).exec_driver_sql("CREATE TABLE notes (id INTEGER PRIMARY KEY)")
+        uow.commit()
+    return "made"

@@ -15,6 +15,8 @@ none is answered before it. Without it the reference would pay a commit per
 claim where slotward pays one per group, and the ratio would flatter slotward
 (a review measured group commit at 35-40% of slotward's create rate). A
 database error rolls the group back and runs its claims again one by one.
+WAL checkpoints run on a thread of their own, as slotward's do
+(adapters/store/sqlite_checkpoint.py), not inside a commit.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from slotward.adapters.store.sqlite_checkpoint import Checkpointer
 from slotward.benchmarks.reference_model import (
     CONFLICT,
     GENESIS,
@@ -141,6 +144,8 @@ class SqliteReference:
 
     def __init__(self, path: str) -> None:
         self._conn = _connect(path)
+        self._conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's job
+        self._checkpointer = Checkpointer(functools.partial(_connect, path))
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="reference-writer", daemon=True)
         self._thread.start()
@@ -210,6 +215,7 @@ class SqliteReference:
         return answer
 
     async def close(self) -> None:
+        self._checkpointer.close()
         self._queue.put(None)
         await asyncio.to_thread(self._thread.join)
 

@@ -185,7 +185,8 @@ async def _serve_one(
         if ready is not None:
             ready()
         if sock is None:
-            print(f"slotward serving http://{config.host}:{config.port} "
+            port = runner.addresses[0][1]  # the port bound: --port 0 picks one
+            print(f"slotward serving http://{config.host}:{port} "
                   f"(database {config.db_url})")  # fmt: skip
         if demo_key:
             demo = Principal("demo", "demo-agent", "agent", 50)

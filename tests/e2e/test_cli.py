@@ -196,6 +196,24 @@ def test_workers_do_not_outlive_a_killed_parent(tmp_path: Path) -> None:
         log.close()
 
 
+def test_one_process_on_port_0_announces_the_port_it_got(tmp_path: Path) -> None:
+    argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{tmp_path / 'one.db'}", "serve",
+            "--port", "0"]  # fmt: skip
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout is not None
+        banner = proc.stdout.readline()
+        port = int(banner.split("http://127.0.0.1:")[1].split()[0])
+        assert port != 0
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            assert resp.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        if proc.stdout:
+            proc.stdout.close()
+
+
 def test_workers_share_one_port_that_no_second_server_can_join(tmp_path: Path) -> None:
     """--workers: the parent owns the port; --port 0 gives one real port for all workers."""
     argv = [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{tmp_path / 'one.db'}", "serve",

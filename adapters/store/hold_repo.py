@@ -177,8 +177,8 @@ class SqlHolds:
 
     def add(self, hold: Hold) -> None:
         self._seen = None
-        self._db.write(_INSERT, _hold_values(hold))
-        self._db.write(
+        self._db.put(_INSERT, _hold_values(hold))
+        self._db.put(
             _INSERT_ATTENDEES,
             [
                 {
@@ -196,9 +196,9 @@ class SqlHolds:
     def save(self, hold: Hold) -> None:
         self._seen = None
         values = _hold_values(hold)
-        self._db.write(_UPDATE, {"w_hold_id": hold.id, **{f"v_{k}": values[k] for k in _MUTABLE}})
+        self._db.put(_UPDATE, {"w_hold_id": hold.id, **{f"v_{k}": values[k] for k in _MUTABLE}})
         active = hold.status.value in _ACTIVE
-        self._db.write(_SET_ACTIVE, {"w_hold_id": hold.id, "v_active": active})
+        self._db.put(_SET_ACTIVE, {"w_hold_id": hold.id, "v_active": active})
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
         rows = self._db.rows(_DUE, {"now": to_us(now), "limit": limit})

@@ -96,7 +96,7 @@ class SqlLedger:
         return None if row is None else record_from_row(row)
 
     def add(self, record: LedgerRecord) -> None:
-        self._db.write(
+        self._db.put(
             _ADD,
             {
                 "tenant": record.tenant,
@@ -119,7 +119,7 @@ class SqlLedger:
         )
 
     def save(self, record: LedgerRecord) -> None:
-        self._db.write(
+        self._db.put(
             _SAVE,
             {
                 "w_tenant": record.tenant,

@@ -146,7 +146,7 @@ class SqlAudit:
         return (0, GENESIS) if row is None else (row["seq"], row["hash"])
 
     def append(self, entry: AuditEntry) -> None:
-        self._db.write(
+        self._db.put(
             _AUDIT_ADD,
             {
                 "tenant": entry.tenant,
@@ -163,10 +163,10 @@ class SqlAudit:
         )
         if entry.seq == 1:
             head = {"tenant": entry.tenant, "seq": 1, "hash": entry.hash}
-            self._db.write(_HEAD_ADD, head)
+            self._db.put(_HEAD_ADD, head)
         else:
             moved = {"for_tenant": entry.tenant, "v_seq": entry.seq, "v_hash": entry.hash}
-            self._db.write(_HEAD_MOVE, moved)
+            self._db.put(_HEAD_MOVE, moved)
 
     def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
         a = t.audit_log
@@ -185,7 +185,7 @@ class SqlOutbox:
 
     def add(self, event: OutboxEvent) -> None:
         created = to_us(event.created_at)
-        self._db.write(
+        self._db.put(
             _OUTBOX_ADD,
             {
                 "id": event.id,
@@ -280,4 +280,5 @@ class SqlUnitOfWork:
             self._db.first(_TENANT_LOCK, {"tenant": tenant})
 
     def commit(self) -> None:
+        self._db.flush()  # the writes put aside (PostgreSQL) go with the transaction
         self._conn.commit()

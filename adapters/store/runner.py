@@ -53,6 +53,10 @@ class Runner(Protocol):
 
     def write(self, stmt: Executable, params: Params | Sequence[Params]) -> int: ...
 
+    def put(self, stmt: Executable, params: Params | Sequence[Params]) -> None: ...
+
+    def flush(self) -> None: ...
+
     def dynamic(self, stmt: Executable) -> list[Row]: ...
 
     def sql(self, statement: str) -> None: ...
@@ -84,6 +88,12 @@ class CoreRunner:
         result: Any = self.conn.execute(stmt, params)
         return int(result.rowcount)
 
+    def put(self, stmt: Executable, params: Params | Sequence[Params]) -> None:
+        self.write(stmt, params)
+
+    def flush(self) -> None:
+        pass
+
     def dynamic(self, stmt: Executable) -> list[Row]:
         return self.rows(stmt)
 
@@ -103,7 +113,7 @@ _NAMED = re.compile(r"(?<![:\w]):(\w+)")
 class _Plan:
     """One statement compiled for one dialect and shape of parameters."""
 
-    __slots__ = ("expanding", "fixed", "order", "sql")
+    __slots__ = ("expanding", "fixed", "kind", "named", "order", "sql", "table")
 
     def __init__(
         self, stmt: Executable, names: Sequence[str], lengths: Sequence[int], dialect: Dialect
@@ -134,15 +144,13 @@ class _Plan:
                 self.fixed[name] = bind.effective_value
         if "__[POSTCOMPILE_" in sql:
             raise ValueError(f"unexpanded parameter in {sql!r}")
+        self.named = sql
+        table = getattr(stmt, "table", None)
+        self.table: str | None = getattr(table, "name", None)
+        self.kind = type(stmt).__name__.lower()  # insert, update, delete, select...
         self.order: tuple[str, ...] = ()
         if dialect is _ASYNCPG:  # positional: $n in order of first use
-            numbers: dict[str, int] = {}
-
-            def number(match: re.Match[str]) -> str:
-                return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
-
-            sql = _NAMED.sub(number, sql)
-            self.order = tuple(numbers)
+            sql, self.order = _numbered(sql)
         self.sql = sql
 
     def bind(self, params: Params) -> dict[str, Any]:
@@ -151,6 +159,37 @@ class _Plan:
             for i, value in enumerate(bound.pop(name)):
                 bound[f"{name}__{i}"] = value
         return bound
+
+
+def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
+    """``sql`` with $1, $2... for its named parameters, and their names in order."""
+    numbers: dict[str, int] = {}
+
+    def number(match: re.Match[str]) -> str:
+        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
+
+    return _NAMED.sub(number, sql), tuple(numbers)
+
+
+_COMBINED: dict[tuple[int, ...], tuple[str, tuple[str, ...]]] = {}
+
+
+def _combined(plans: Sequence[_Plan]) -> tuple[str, tuple[str, ...]]:
+    """One statement running ``plans`` as data-modifying CTEs: ``WITH w0 AS (...) SELECT 1``.
+
+    The parameters of the k-th are renamed ``wk_<name>``. Cached by the plans'
+    identities (plans live as long as the process).
+    """
+    key = tuple(id(plan) for plan in plans)
+    found = _COMBINED.get(key)
+    if found is None:
+        parts = []
+        for k, plan in enumerate(plans):
+            renamed = _NAMED.sub(lambda m, k=k: f":w{k}_{m.group(1)}", plan.named)  # type: ignore[misc]
+            parts.append(f"w{k} AS ({renamed})")
+        found = _numbered("WITH " + ", ".join(parts) + " SELECT 1")
+        _COMBINED[key] = found
+    return found
 
 
 _PLANS: dict[tuple[int, str, tuple[str, ...], tuple[int, ...]], tuple[Executable, _Plan]] = {}
@@ -181,12 +220,18 @@ class DriverRunner:
             self._cursor.row_factory = sqlite3.Row  # rows read by name
         # asyncpg's Record is read by name as it is.
         self._errors: type[Exception] = conn.dialect.loaded_dbapi.Error
+        # PostgreSQL: writes put aside until the next statement or the commit,
+        # then sent together as one (``flush``).
+        self._defer = self._dialect is _ASYNCPG
+        self._pending: list[tuple[_Plan, dict[str, Any]]] = []
 
     def _args(self, plan: _Plan, params: Params) -> Any:
         bound = plan.bind(params)
         return bound if not plan.order else [bound[name] for name in plan.order]
 
     def _run(self, stmt: Executable, params: Params | None) -> Any:
+        if self._pending:
+            self.flush()
         plan = _plan(stmt, params or {}, self._dialect)
         args = self._args(plan, params or {})
         try:
@@ -210,6 +255,8 @@ class DriverRunner:
             return int(self._run(stmt, params).rowcount)
         if not params:
             return 0
+        if self._pending:
+            self.flush()
         plan = _plan(stmt, params[0], self._dialect)
         args = [self._args(plan, p) for p in params]
         try:
@@ -218,11 +265,57 @@ class DriverRunner:
             raise self._translated(exc, plan.sql, args) from exc
         return int(self._cursor.rowcount)
 
+    def put(self, stmt: Executable, params: Params | Sequence[Params]) -> None:
+        """A write whose row count nobody needs: on PostgreSQL sent with the next ones.
+
+        It goes out before the next statement of any kind, or at ``flush`` (the
+        unit of work flushes before it commits), so every read still sees it.
+        Writes sent together are data-modifying CTEs of one statement, which
+        all see the state before it: so a write to a table that a pending
+        write changes (other than both inserting) is sent after those, never
+        with them (an UPDATE would not see a row inserted beside it, and two
+        updates of one row in one statement are undefined).
+        """
+        if not self._defer:
+            self.write(stmt, params)
+            return
+        for p in [params] if isinstance(params, Mapping) else params:
+            plan = _plan(stmt, p, self._dialect)
+            if any(
+                other.table == plan.table and not other.kind == plan.kind == "insert"
+                for other, _ in self._pending
+            ):
+                self.flush()
+            self._pending.append((plan, plan.bind(p)))
+
+    def flush(self) -> None:
+        """Send the writes put aside, as one statement."""
+        pending, self._pending = self._pending, []
+        if not pending:
+            return
+        if len(pending) == 1:
+            plan, bound = pending[0]
+            sql, args = plan.sql, [bound[name] for name in plan.order]
+        else:
+            sql, order = _combined([plan for plan, _ in pending])
+            named = {
+                f"w{k}_{n}": v for k, (_, bound) in enumerate(pending) for n, v in bound.items()
+            }
+            args = [named[name] for name in order]
+        try:
+            self._cursor.execute(sql, args)
+        except self._errors as exc:
+            raise self._translated(exc, sql, args) from exc
+
     def dynamic(self, stmt: Executable) -> list[Row]:
+        if self._pending:
+            self.flush()
         return [r._mapping for r in self.conn.execute(stmt)]
 
     def sql(self, statement: str) -> None:
         """Run one constant statement without parameters (a SAVEPOINT, say)."""
+        if self._pending:
+            self.flush()
         try:
             self._cursor.execute(statement)
         except self._errors as exc:

@@ -171,25 +171,26 @@ def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
     return _NAMED.sub(number, sql), tuple(numbers)
 
 
-_COMBINED: dict[tuple[int, ...], tuple[str, tuple[str, ...]]] = {}
+_COMBINED: dict[tuple[int, ...], tuple[tuple[_Plan, ...], str, tuple[str, ...]]] = {}
 
 
 def _combined(plans: Sequence[_Plan]) -> tuple[str, tuple[str, ...]]:
     """One statement running ``plans`` as data-modifying CTEs: ``WITH w0 AS (...) SELECT 1``.
 
     The parameters of the k-th are renamed ``wk_<name>``. Cached by the plans'
-    identities (plans live as long as the process).
+    identities, checked as ``_plan`` checks statements'.
     """
     key = tuple(id(plan) for plan in plans)
     found = _COMBINED.get(key)
-    if found is None:
+    if found is None or any(a is not b for a, b in zip(found[0], plans, strict=True)):
         parts = []
         for k, plan in enumerate(plans):
             renamed = _NAMED.sub(lambda m, k=k: f":w{k}_{m.group(1)}", plan.named)  # type: ignore[misc]
             parts.append(f"w{k} AS ({renamed})")
-        found = _numbered("WITH " + ", ".join(parts) + " SELECT 1")
+        # The plans are kept with it: their ids stay theirs while it is cached.
+        found = (tuple(plans), *_numbered("WITH " + ", ".join(parts) + " SELECT 1"))
         _COMBINED[key] = found
-    return found
+    return found[1], found[2]
 
 
 _PLANS: dict[tuple[int, str, tuple[str, ...], tuple[int, ...]], tuple[Executable, _Plan]] = {}
@@ -257,7 +258,9 @@ class DriverRunner:
             return 0
         if self._pending:
             self.flush()
-        plan = _plan(stmt, params[0], self._dialect)
+        return self._many(_plan(stmt, params[0], self._dialect), params)
+
+    def _many(self, plan: _Plan, params: Sequence[Params]) -> int:
         args = [self._args(plan, p) for p in params]
         try:
             self._cursor.executemany(plan.sql, args)
@@ -276,17 +279,29 @@ class DriverRunner:
         with them (an UPDATE would not see a row inserted beside it, and two
         updates of one row in one statement are undefined).
         """
+        if not isinstance(params, Mapping) and len(params) == 1:
+            params = params[0]
         if not self._defer:
             self.write(stmt, params)
             return
-        for p in [params] if isinstance(params, Mapping) else params:
-            plan = _plan(stmt, p, self._dialect)
-            if any(
-                other.table == plan.table and not other.kind == plan.kind == "insert"
-                for other, _ in self._pending
-            ):
-                self.flush()
-            self._pending.append((plan, plan.bind(p)))
+        if not isinstance(params, Mapping) and not params:
+            return
+        first = params if isinstance(params, Mapping) else params[0]
+        plan = _plan(stmt, first, self._dialect)
+        if any(
+            other.table == plan.table and not other.kind == plan.kind == "insert"
+            for other, _ in self._pending
+        ):
+            self.flush()
+        if isinstance(params, Mapping):
+            self._pending.append((plan, plan.bind(params)))
+        else:
+            # Several rows go now, by executemany, ahead of the pending writes
+            # of other tables (no constraint, trigger or foreign key spans two
+            # tables, so their order does not matter): a CTE per row would make
+            # the batch differ with the row count, and asyncpg would prepare it
+            # again and again (its cache holds 100).
+            self._many(plan, params)
 
     def flush(self) -> None:
         """Send the writes put aside, as one statement."""

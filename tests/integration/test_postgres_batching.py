@@ -25,7 +25,7 @@ from slotward.adapters.store import tables as t
 from slotward.adapters.store.postgres import PostgresStore
 from slotward.engine.attendees import parse_attendees
 from slotward.engine.clock import FixedClock, TimeOrderedIds
-from slotward.engine.model import Principal
+from slotward.engine.model import Principal, Reply
 from slotward.engine.placing import HoldRequest, place_hold
 from slotward.engine.policy import Policy
 from slotward.engine.ports import UnitOfWork
@@ -159,3 +159,36 @@ async def test_a_create_sends_its_writes_in_one_statement(store: PostgresStore) 
     assert reply.status == 201
     assert len(sent) == 7, sent
     assert sent[-1].startswith("WITH w0 AS (INSERT INTO audit_log"), sent[-1]
+
+
+async def test_the_batched_statement_is_the_same_whatever_the_attendee_count(
+    store: PostgresStore,
+) -> None:
+    # asyncpg prepares each distinct statement (and keeps 100): a batch that
+    # grew a CTE per attendee would be prepared again for every count.
+    clock = FixedClock(NOW)
+    ids = TimeOrderedIds()
+
+    def create(count: int) -> Callable[[UnitOfWork], Reply]:
+        people = [f"p{count}-{i}@example.com" for i in range(count)]
+        req = HoldRequest(
+            principal=Principal("acme", "a", "agent", 50), workflow_id=f"wf-{count}", step=None,
+            attendees=parse_attendees(people),
+            interval=normalize_interval(start="2030-10-02T09:00:00Z", duration_minutes=30),
+            title="t", description=None, priority=50, ttl_seconds=60,
+        )  # fmt: skip
+        return lambda uow: place_hold(uow, req, Policy(), clock, ids)
+
+    await store.write(create(1))  # the tenant's first audit entry inserts its head
+    batches: list[str] = []
+    for count in (2, 3, 5):
+        sent: list[str] = []
+        undo = _counting(sent)
+        try:
+            reply = await store.write(create(count))
+        finally:
+            undo()
+        assert reply.status == 201
+        batches += [sql for sql in sent if sql.startswith("WITH w0 AS")]
+    assert len(batches) == 3
+    assert len(set(batches)) == 1, batches

@@ -37,7 +37,7 @@ from slotward.api.logs import configure_logging
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
 
-__all__ = ["serve"]
+__all__ = ["STOP_SECONDS", "serve", "stop_workers"]
 
 STOP_SECONDS = 20  # how long open requests may finish when the server stops
 
@@ -78,16 +78,22 @@ def _supervise(config: Config, sock: socket.socket, *, demo_key: bool, workers: 
     try:
         asyncio.run(_supervise_async(config, children, ready, demo_key=demo_key))
     finally:
-        for child in children:
-            child.terminate()  # SIGTERM: each stops cleanly
-        for child in children:
-            child.join(timeout=STOP_SECONDS + 10)
-            if child.is_alive():
-                child.kill()
-                child.join()
+        stop_workers(children)
         ready.close()
     if any(c.exitcode not in (0, -signal.SIGTERM) for c in children):
         raise SystemExit("slotward: a worker process stopped; stopped the others")
+
+
+def stop_workers(children: Sequence[multiprocessing.process.BaseProcess]) -> None:
+    """SIGTERM every started worker (each stops cleanly), SIGKILL what outlives the grace."""
+    started = [c for c in children if c.pid is not None]
+    for child in started:
+        child.terminate()
+    for child in started:
+        child.join(timeout=STOP_SECONDS + 10)
+        if child.is_alive():
+            child.kill()
+            child.join()
 
 
 async def _supervise_async(

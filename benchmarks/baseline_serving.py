@@ -26,9 +26,11 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
+# The same grace and the same stop as slotward's own workers.
+from slotward.api.serving import STOP_SECONDS, stop_workers
+
 __all__ = ["AppFactory", "add_serving_arguments", "health_handler", "serve"]
 
-STOP_SECONDS = 20  # how long open requests may finish when a server stops, as slotward's
 
 # Builds the app in the process that serves it. With workers it travels to
 # spawned processes, so it must pickle: a module-level function, or a
@@ -86,7 +88,7 @@ def _supervise(factory: AppFactory, sock: socket.socket, *, name: str, workers: 
             while not stop.is_set() and all(c.is_alive() for c in children):
                 multiprocessing.connection.wait([c.sentinel for c in children], timeout=0.2)
     finally:
-        _stop_all(children)
+        stop_workers(children)
         ready.close()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -110,17 +112,6 @@ def _all_ready(
         except queue.Empty:
             pass
     return True
-
-
-def _stop_all(children: Sequence[multiprocessing.process.BaseProcess]) -> None:
-    started = [c for c in children if c.pid is not None]
-    for child in started:
-        child.terminate()  # SIGTERM: each stops cleanly
-    for child in started:
-        child.join(timeout=STOP_SECONDS + 10)
-        if child.is_alive():
-            child.kill()
-            child.join()
 
 
 def _child(

@@ -63,6 +63,18 @@ def test_adapters_do_not_import_the_api(path: Path) -> None:
     assert not {n for n in _imports(path) if n.startswith("slotward.api")}
 
 
+_PACKAGED = ("engine", "adapters", "api", "benchmarks")
+
+
+@pytest.mark.parametrize(
+    "path", [p for folder in _PACKAGED for p in _modules(folder)], ids=lambda p: p.name
+)
+def test_the_package_never_imports_the_tests(path: Path) -> None:
+    """An installed slotward has no tests package (benchmarks/processes.py once
+    imported tests.pgserver; ``slotward bench`` would have failed installed)."""
+    assert not {m for m in _imports(path) if m == "tests" or m.startswith("tests.")}, path
+
+
 def test_only_the_clock_reads_the_time() -> None:
     clock = ROOT / "engine" / "clock.py"
     readers = {"datetime.now", "datetime.utcnow", "datetime.datetime.now", "time.time",

@@ -43,6 +43,14 @@ class Config:
     storm_window_seconds: float = 60.0
     log_format: str = "json"
     log_level: str = "INFO"
+    # The edges (api/serving.py): a request head must arrive within this time;
+    # an idle keep-alive connection is closed after that; beyond this many
+    # open connections a process refuses new ones.
+    head_timeout_seconds: float = 10.0
+    keepalive_seconds: float = 15.0
+    max_connections: int = 1024
+    # The audit chain is an HMAC chain under this key when set (docs/security.md).
+    audit_key: str | None = field(default=None, repr=False)  # a secret: never printed
     # Set by `serve --workers N` for its worker processes, never from the
     # environment: the directory where they pool their metrics.
     metrics_dir: str | None = None
@@ -75,6 +83,10 @@ class Config:
             ),
             log_format=env.get("SLOTWARD_LOG_FORMAT", base.log_format),
             log_level=env.get("SLOTWARD_LOG_LEVEL", base.log_level),
+            head_timeout_seconds=_float(env, "SLOTWARD_HEAD_TIMEOUT", base.head_timeout_seconds),
+            keepalive_seconds=_float(env, "SLOTWARD_KEEPALIVE_TIMEOUT", base.keepalive_seconds),
+            max_connections=_int(env, "SLOTWARD_MAX_CONNECTIONS", base.max_connections),
+            audit_key=env.get("SLOTWARD_AUDIT_KEY") or None,
         )
 
     def check_logging(self) -> None:
@@ -125,6 +137,20 @@ class Config:
             )
         if self.rate_burst < 0:
             raise InvalidRequest("the rate burst may not be negative", code="invalid_config")
+        if not 0.1 <= self.head_timeout_seconds <= 300:
+            raise InvalidRequest(
+                "the request head timeout must be 0.1 to 300 seconds", code="invalid_config"
+            )
+        if not 0.1 <= self.keepalive_seconds <= 3600:
+            raise InvalidRequest(
+                "the keep-alive timeout must be 0.1 to 3600 seconds", code="invalid_config"
+            )
+        if not 1 <= self.max_connections <= 1_000_000:
+            raise InvalidRequest("the connection cap must be 1 to 1000000", code="invalid_config")
+        if self.audit_key is not None and len(self.audit_key.encode()) < 16:
+            raise InvalidRequest(
+                "SLOTWARD_AUDIT_KEY must be at least 16 bytes", code="invalid_config"
+            )
         if self.storm_replays < 1:
             raise InvalidRequest(
                 "the retry-storm threshold must be at least 1", code="invalid_config"

@@ -20,7 +20,7 @@ from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
 from slotward.api.openapi import build_openapi
 from slotward.api.other_handlers import OPENAPI
-from slotward.api.params import QUERY_NAMES, check_query, refuse_nul
+from slotward.api.params import QUERY_NAMES, QUERY_REPEATABLE, check_query, refuse_nul
 from slotward.api.problems import problem_middleware
 from slotward.api.ratelimit import RateLimiter
 from slotward.api.routes import Handler, Route
@@ -103,9 +103,11 @@ def _strict_query(route: Route) -> Handler:
     caller without a key hears 401 first); at once where it has none.
     """
     allowed = frozenset(p.name for p in route.params if p.where == "query")
+    repeatable = frozenset(p.name for p in route.params if p.where == "query" and p.repeatable)
 
     async def handler(request: web.Request) -> web.StreamResponse:
         request[QUERY_NAMES] = allowed
+        request[QUERY_REPEATABLE] = repeatable
         if not route.auth:
             check_query(request)
         return await route.handler(request)

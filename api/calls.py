@@ -51,6 +51,8 @@ def reply_response(reply: Reply) -> web.Response:
             "Idempotent-Replayed": "true" if reply.replayed else "false",
         },
     )
+    if reply.hold_status is not None:
+        response.headers["Slotward-Hold-Status"] = reply.hold_status
     response[REPLY] = reply
     return response
 

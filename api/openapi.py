@@ -83,7 +83,7 @@ def _operation(route: Route) -> dict[str, Any]:
         op["parameters"] = params
     if route.request is not None:
         op["requestBody"] = {
-            "required": True,
+            "required": not route.body_optional,
             "content": {"application/json": {"schema": _ref(route.request)}},
         }
     op["security"] = [{"apiKey": []}] if route.auth else []

@@ -13,6 +13,7 @@ from slotward.api.context import SERVICES
 from slotward.api.jsonbody import read_json
 from slotward.api.params import query_int, required
 from slotward.engine.directory import put_attendee
+from slotward.engine.errors import ValidationFailed
 from slotward.engine.model import Role
 from slotward.engine.queries import list_audit, verify_audit
 
@@ -49,7 +50,24 @@ async def availability_handler(request: web.Request) -> web.Response:
         value = query_int(request, name, 1, high)
         if value is not None:
             fields[name] = value
-    return calls.json_response(await calls.find_slots(svc, principal, attendees, fields))
+    try:
+        found = await calls.find_slots(svc, principal, attendees, fields)
+    except ValidationFailed as error:
+        raise _plus_hint(error, fields) from None
+    return calls.json_response(found)
+
+
+def _plus_hint(error: ValidationFailed, fields: dict[str, Any]) -> ValidationFailed:
+    """Name the usual cause of a query time that does not parse: an unencoded ``+``.
+
+    In a URL query ``+`` means a space, so ``from=...T14:00:00+02:00`` arrives
+    as ``...T14:00:00 02:00``.
+    """
+    value = fields.get(str(error.extra.get("field")))
+    if error.code != "invalid_datetime" or not isinstance(value, str) or " " not in value:
+        return error
+    hint = f"{error.detail} (in a URL, write the offset's '+' as %2B: a bare '+' means a space)"
+    return ValidationFailed(hint, code=error.code, extra=error.extra)
 
 
 async def audit_handler(request: web.Request) -> web.Response:

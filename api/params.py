@@ -7,7 +7,7 @@ from aiohttp.typedefs import Handler
 
 from slotward.engine.errors import ValidationFailed
 
-__all__ = ["QUERY_NAMES", "check_query", "query_int", "refuse_nul", "required"]
+__all__ = ["QUERY_NAMES", "QUERY_REPEATABLE", "check_query", "query_int", "refuse_nul", "required"]
 
 _MAX_DIGITS = 15  # below 2**53: every accepted value is an exact I-JSON integer
 
@@ -38,8 +38,10 @@ async def refuse_nul(request: web.Request, handler: Handler) -> web.StreamRespon
     return await handler(request)
 
 
-# The query parameters the matched route takes (set by the app for each route).
+# The query parameters the matched route takes, and those of them that may
+# repeat (set by the app for each route).
 QUERY_NAMES = web.RequestKey("slotward.query_names", frozenset)
+QUERY_REPEATABLE = web.RequestKey("slotward.query_repeatable", frozenset)
 
 
 def check_query(request: web.Request) -> None:
@@ -55,6 +57,16 @@ def check_query(request: web.Request) -> None:
             f"unknown query parameter {unknown[0]!r}",
             code="unknown_field",
             extra={"field": unknown[0], "allowed": sorted(allowed)},
+        )
+    repeatable: frozenset[str] = request.get(QUERY_REPEATABLE, frozenset())
+    # As duplicate JSON keys are refused: which of ``?status=held&status=expired``
+    # was meant cannot be known, and taking the first answers another question.
+    twice = sorted(n for n in set(request.query) - repeatable if len(request.query.getall(n)) > 1)
+    if twice:
+        raise ValidationFailed(
+            f"query parameter {twice[0]!r} is given more than once",
+            code="duplicate_field",
+            extra={"field": twice[0]},
         )
 
 

@@ -23,6 +23,7 @@ class Param:
     required: bool = False
     description: str = ""
     schema: Field | None = None
+    repeatable: bool = False  # a list may be given as name=a&name=b; others only once
 
 
 @dataclass(frozen=True)
@@ -44,4 +45,6 @@ class Route:
     # True where some calls only read (find_free_slots through /v1/tool-calls):
     # their answers carry no idempotency headers.
     sometimes_read_only: bool = False
+    # True where the handler takes an absent body as ``{}`` (release).
+    body_optional: bool = False
     tag: str = "holds"

@@ -39,7 +39,7 @@ _WORKFLOW = Field(
     description="The agent workflow (conversation, task) this call belongs to",
 )  # fmt: skip
 _STEP = Field(
-    "step", "integer", nullable=True, minimum=0,
+    "step", "integer", nullable=True, minimum=0, code="invalid_step",
     description="The step within the workflow; a deliberate re-booking uses a new step",
 )  # fmt: skip
 

@@ -78,6 +78,8 @@ class Field:
     items: Field | Shape | None = None
     shape: Shape | None = None
     example: object = None
+    # The problem code a value outside this field's rules answers with.
+    code: str = "invalid_field"
 
     def __post_init__(self) -> None:
         if self.type not in _TYPE_CHECKS:
@@ -227,7 +229,7 @@ def _validate_field(field: Field, value: object, path: str) -> object:
     if value is None and field.nullable:
         return None
     if not _TYPE_CHECKS[field.type](value):
-        _invalid(path, _expectation(field), _json_type(value))
+        _invalid(path, _expectation(field), _json_type(value), field.code)
     if isinstance(value, str):
         _check_string(field, value, path)
     elif isinstance(value, int | float) and not isinstance(value, bool):
@@ -241,29 +243,31 @@ def _validate_field(field: Field, value: object, path: str) -> object:
 
 def _check_string(field: Field, value: str, path: str) -> None:
     if "\x00" in value:  # valid JSON, but no text column can store it (PostgreSQL)
-        _invalid(path, _expectation(field) + " without NUL characters", "a NUL character")
+        _invalid(
+            path, _expectation(field) + " without NUL characters", "a NUL character", field.code
+        )
     if field.enum is not None and value not in field.enum:
-        _invalid(path, _expectation(field), _quote(value))
+        _invalid(path, _expectation(field), _quote(value), field.code)
     too_short = field.min_length is not None and len(value) < field.min_length
     too_long = field.max_length is not None and len(value) > field.max_length
     if too_short or too_long:
-        _invalid(path, _expectation(field), _count(len(value), "character"))
+        _invalid(path, _expectation(field), _count(len(value), "character"), field.code)
     if field.pattern is not None and not _compiled(field.pattern).search(value):
-        _invalid(path, _expectation(field), _quote(value))
+        _invalid(path, _expectation(field), _quote(value), field.code)
 
 
 def _check_number(field: Field, value: float, path: str) -> None:
     too_small = field.minimum is not None and value < field.minimum
     too_big = field.maximum is not None and value > field.maximum
     if too_small or too_big:
-        _invalid(path, _expectation(field), repr(value))
+        _invalid(path, _expectation(field), repr(value), field.code)
 
 
 def _validate_array(field: Field, value: list[Any], path: str) -> list[Any]:
     too_few = field.min_items is not None and len(value) < field.min_items
     too_many = field.max_items is not None and len(value) > field.max_items
     if too_few or too_many:
-        _invalid(path, _expectation(field), _count(len(value), "item"))
+        _invalid(path, _expectation(field), _count(len(value), "item"), field.code)
     if field.items is None:
         return list(value)
     items = field.items
@@ -272,10 +276,10 @@ def _validate_array(field: Field, value: list[Any], path: str) -> list[Any]:
     return [_validate_field(items, item, f"{path}[{i}]") for i, item in enumerate(value)]
 
 
-def _invalid(path: str, expected: str, got: str) -> NoReturn:
+def _invalid(path: str, expected: str, got: str, code: str = "invalid_field") -> NoReturn:
     raise ValidationFailed(
         f"'{path}' must be {expected}, got {got}",
-        code="invalid_field",
+        code=code,
         extra={"field": path},
     )
 

@@ -62,13 +62,16 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/v1/holds/{hold_id}/release", release_hold, "releaseHold",
         "Release a hold (the compensating action)",
         request=s.RELEASE, responses={200: s.HOLD, 404: None, 401: None, 403: None},
-        params=(_ID,), mutating=True,
+        params=(_ID,), mutating=True, body_optional=True,
     ),
     Route(
         "GET", "/v1/availability", availability_handler, "getAvailability",
         "Busy intervals, free gaps and free slots", responses={200: s.AVAILABILITY},
         params=(
-            Param("attendees", required=True, description="comma-separated ids or emails"),
+            Param(
+                "attendees", required=True, repeatable=True,
+                description="comma-separated ids or emails (the parameter may repeat)",
+            ),
             Param("from", required=True), Param("to", required=True), Param("timezone"),
             Param("duration_minutes"), Param("limit"),
         ),

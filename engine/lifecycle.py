@@ -100,7 +100,9 @@ def _act(
         derived = child_key(hold.key, kind)
         with answering_for(public_key(ledger_key(action.client_key, derived))):
             replay = _recorded(uow, hold, action, derived)
-            if replay is None:
+            if replay is not None:
+                replay = replace(replay, hold_status=hold.status_at(now).value)
+            else:
                 check_claimable(ledger_key(action.client_key, derived), derived)
             reply = replay if replay is not None else decide(hold, now, derived)
         return replace(reply, workflow_id=hold.workflow_id)

@@ -141,6 +141,9 @@ class Reply:
     takeover: bool = False  # an execution's expired lease was taken over
     completion: bool = False  # an execution's outcome was recorded (not an execution itself)
     preempted: int = 0  # holds this call preempted
+    # On a replayed commit or release: the hold's status now, which the first
+    # answer (replayed byte for byte) may no longer show.
+    hold_status: str | None = None
 
     @property
     def outcome(self) -> Literal["fresh", "replayed", "takeover", "completed"]:

@@ -253,10 +253,10 @@ CREATE_CASES = [
         None, 422, "invalid_duration", "duration", id="duration-negative",
     ),
     # -- the envelope and descriptive fields ------------------------------------
-    pytest.param(body(step="3"), None, 422, "invalid_field", "step", id="step-string"),
-    pytest.param(body(step=-1), None, 422, "invalid_field", "step", id="step-negative"),
-    pytest.param(body(step=3.0), None, 422, "invalid_field", "step", id="step-float"),
-    pytest.param(body(step=True), None, 422, "invalid_field", "step", id="step-bool"),
+    pytest.param(body(step="3"), None, 422, "invalid_step", "step", id="step-string"),
+    pytest.param(body(step=-1), None, 422, "invalid_step", "step", id="step-negative"),
+    pytest.param(body(step=3.0), None, 422, "invalid_step", "step", id="step-float"),
+    pytest.param(body(step=True), None, 422, "invalid_step", "step", id="step-bool"),
     pytest.param(
         body(priority=51), None, 422, "priority_too_high", "priority", id="priority-above-agent"
     ),
@@ -466,8 +466,8 @@ TOOL_CASES = [
     pytest.param(envelope(tool=DROP), 422, "missing_field", "tool", id="no-tool"),
     pytest.param(envelope(arguments=[]), 422, "invalid_field", "arguments", id="args-array"),
     pytest.param(envelope(arguments=DROP), 422, "missing_field", "arguments", id="no-args"),
-    pytest.param(envelope(step="3"), 422, "invalid_field", "step", id="step-string"),
-    pytest.param(envelope(step=3.0), 422, "invalid_field", "step", id="step-float"),
+    pytest.param(envelope(step="3"), 422, "invalid_step", "step", id="step-string"),
+    pytest.param(envelope(step=3.0), 422, "invalid_step", "step", id="step-float"),
     pytest.param(envelope(extra=1), 422, "unknown_field", "extra", id="unknown-envelope-field"),
     pytest.param(
         envelope(workflow_id=DROP), 422, "missing_field", "workflow_id", id="create-no-workflow"

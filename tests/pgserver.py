@@ -3,7 +3,9 @@
 Started from the installed binaries (initdb, pg_ctl) in a temporary folder, on
 a loopback port, as a non-root user: PostgreSQL refuses to run as root, so
 when the suite runs as root (CI does) the server runs as ``postgres`` through
-``runuser``. Durability settings are off: the data dies with the run.
+``runuser``. Durability settings are off: the data dies with the run, and
+the server with it: a reaper process (tests/reaper.py) stops it when the run
+ends without stopping it (killed by a signal, a timeout or kill -9).
 """
 
 from __future__ import annotations
@@ -13,8 +15,9 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 __all__ = ["PgServer", "find_binaries", "start_postgres"]
@@ -45,6 +48,9 @@ class PgServer:
     root: Path
     port: int
     as_user: list[str]
+    # The write end of the reaper's pipe: held open for as long as this process lives.
+    _reaper: int | None = field(default=None, repr=False)
+    _reaper_process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     @property
     def data(self) -> Path:
@@ -72,13 +78,30 @@ class PgServer:
         self.psql(f'CREATE DATABASE "{name}"{copy}')
         return self.url(name)
 
+    def stop_command(self) -> list[str]:
+        return [*self.as_user, str(self.bin_dir / "pg_ctl"), "-D", str(self.data),
+                "-m", "immediate", "-w", "stop"]  # fmt: skip
+
     def stop(self) -> None:
-        subprocess.run(
-            [*self.as_user, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "immediate",
-             "-w", "stop"],
-            capture_output=True, timeout=120, check=False,
-        )  # fmt: skip
+        subprocess.run(self.stop_command(), capture_output=True, timeout=120, check=False)
         shutil.rmtree(self.root, ignore_errors=True)
+        if self._reaper is not None:
+            os.close(self._reaper)  # the reaper wakes, finds nothing left to stop, and exits
+            self._reaper = None
+        if self._reaper_process is not None:
+            self._reaper_process.wait(timeout=130)
+            self._reaper_process = None
+
+    def watch(self) -> None:
+        """Start the reaper that stops this server if the test run dies first."""
+        read, write = os.pipe()  # not inherited by the programs the tests start
+        self._reaper_process = subprocess.Popen(
+            [sys.executable, "-m", "tests.reaper", str(self.root), *self.stop_command()],
+            stdin=read, start_new_session=True, cwd=Path(__file__).resolve().parent.parent,
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        os.close(read)
+        self._reaper = write
 
 
 def start_postgres() -> PgServer:
@@ -93,6 +116,7 @@ def start_postgres() -> PgServer:
         shutil.chown(root, USER)
         as_user = ["runuser", "-u", USER, "--"]
     server = PgServer(bin_dir, root, _free_port(), as_user)
+    server.watch()
     try:
         _init_and_start(server, bin_dir)
     except BaseException:

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint typecheck unit clean
+.PHONY: run test check lint typecheck clean
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,11 @@ typecheck: $(STAMP)
 
 test: lint typecheck
 	$(BIN)/pytest
+
+# The fast lane for iteration: lint, types, the engine's unit tests and the
+# architecture rules (no server, no PostgreSQL). `make test` runs everything.
+check: lint typecheck
+	$(BIN)/pytest -q tests/unit tests/test_architecture.py
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis *.egg-info

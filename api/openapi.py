@@ -7,7 +7,8 @@ from typing import Any
 
 from slotward import __version__
 from slotward.api.routes import Route
-from slotward.api.shapes import Shape, collect_components, problem_shape
+from slotward.api.schemas import PROBLEM
+from slotward.api.shapes import Shape, collect_components
 
 __all__ = ["build_openapi"]
 
@@ -33,7 +34,7 @@ def _responses(route: Route) -> dict[str, Any]:
         media = "application/json" if status < 400 else "application/problem+json"
         entry: dict[str, Any] = {"description": f"{status}"}
         if shape is None and status >= 400:
-            shape = problem_shape
+            shape = PROBLEM
         if isinstance(shape, tuple):
             entry["content"] = {media: {"schema": {"anyOf": [_ref(s) for s in shape]}}}
         elif shape is not None:
@@ -47,7 +48,7 @@ def _responses(route: Route) -> dict[str, Any]:
         out[str(status)] = entry
     out["default"] = {
         "description": "problem+json",
-        "content": {"application/problem+json": {"schema": _ref(problem_shape)}},
+        "content": {"application/problem+json": {"schema": _ref(PROBLEM)}},
     }
     return out
 
@@ -92,7 +93,7 @@ def _operation(route: Route) -> dict[str, Any]:
 
 def build_openapi(routes: Sequence[Route]) -> dict[str, Any]:
     paths: dict[str, dict[str, Any]] = {}
-    shapes: list[Shape] = [problem_shape]
+    shapes: list[Shape] = [PROBLEM]
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
         if route.request is not None:

@@ -26,6 +26,7 @@ __all__ = [
     "HOLD_LIST",
     "HOLD_REF",
     "HOLD_REF_COMMIT",
+    "PROBLEM",
     "RELEASE",
     "SLOTS_ARGUMENTS",
     "TOOLS",
@@ -352,3 +353,21 @@ WORKFLOW = Shape(
         Field("retry_storms", "integer", required=True),
     ),
 )
+
+
+PROBLEM = Shape(
+    name="Problem",
+    description="An error, as RFC 9457 problem details (application/problem+json).",
+    additional=True,
+    fields=(
+        Field("type", "string", description="A URI reference naming the problem type."),
+        Field("title", "string", required=True, description="Short summary of the type."),
+        Field("status", "integer", required=True, minimum=100, maximum=599),
+        Field("detail", "string", description="What went wrong with this request."),
+        Field("code", "string", required=True, description="Stable code clients switch on."),
+        Field(
+            "retryable", "boolean", required=True, description="May the same call succeed later?"
+        ),
+    ),
+)
+"""RFC 9457 problem+json; other members (``conflicts``, ``field`` ...) may follow."""

@@ -24,7 +24,7 @@ from typing import Any, Literal, NoReturn
 
 from slotward.engine.errors import ValidationFailed
 
-__all__ = ["Field", "FieldType", "Shape", "collect_components", "problem_shape"]
+__all__ = ["Field", "FieldType", "Shape", "collect_components"]
 
 FieldType = Literal["string", "integer", "number", "boolean", "object", "array", "any"]
 """The JSON types a :class:`Field` may declare (``any``: any JSON value, null too)."""
@@ -384,21 +384,3 @@ def _constraint_schema(field: Field) -> dict[str, Any]:
     elif isinstance(field.items, Field):
         schema["items"] = field.items.json_schema()
     return schema
-
-
-problem_shape = Shape(
-    name="Problem",
-    description="An error, as RFC 9457 problem details (application/problem+json).",
-    additional=True,
-    fields=(
-        Field("type", "string", description="A URI reference naming the problem type."),
-        Field("title", "string", required=True, description="Short summary of the type."),
-        Field("status", "integer", required=True, minimum=100, maximum=599),
-        Field("detail", "string", description="What went wrong with this request."),
-        Field("code", "string", required=True, description="Stable code clients switch on."),
-        Field(
-            "retryable", "boolean", required=True, description="May the same call succeed later?"
-        ),
-    ),
-)
-"""RFC 9457 problem+json; other members (``conflicts``, ``field`` ...) may follow."""

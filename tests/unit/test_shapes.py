@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from slotward.api.shapes import Field, Shape, collect_components, problem_shape
+from slotward.api.schemas import PROBLEM as problem_shape
+from slotward.api.shapes import Field, Shape, collect_components
 from slotward.engine.errors import ValidationFailed
 
 slot = Shape(

@@ -26,7 +26,9 @@ __all__ = ["main"]
 
 
 def _parser(defaults: Config) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="slotward", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="slotward", description="slotward: serve, manage keys, migrate, benchmark."
+    )
     parser.add_argument("--db", default=defaults.db_url, help="database URL (default: %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True)
     serve = sub.add_parser("serve", help="run the HTTP server")

@@ -180,7 +180,7 @@ async def test_wrong_guesses_for_a_key_id_never_refuse_its_owner(
     server: Server, stored_as: str
 ) -> None:
     if stored_as == "hmac":
-        secret = (await server.key()).secret or ""
+        secret = (await _make(server, server.services.keys.hasher))[1]
     else:
         (secret,) = old_keys(server.db, 1, log_n=6)
     for n in range(50):  # this process has never seen the owner's key
@@ -200,7 +200,7 @@ def _seen(answer: Answer) -> tuple[int, dict[str, str], bytes]:
 async def test_an_unknown_key_id_a_revoked_key_and_a_wrong_secret_are_answered_alike(
     server: Server,
 ) -> None:
-    secret = (await server.key()).secret or ""
+    secret = (await _make(server, server.services.keys.hasher))[1]
     revoked_id, revoked = await _make(server, server.services.keys.hasher, agent="gone")
     await server.services.store.write(lambda uow: revoke_key(uow, revoked_id, server.clock))
     for n in range(12):  # as many guesses as once locked a key id
@@ -280,7 +280,7 @@ async def test_with_a_pepper_new_keys_are_peppered_and_older_keys_still_work(
 async def test_a_key_stored_under_a_pepper_does_not_verify_without_it(
     server: Server, database: tuple[str, Engine], config_overrides: dict[str, Any]
 ) -> None:
-    peppered = (await server.key()).secret or ""
+    peppered = (await _make(server, server.services.keys.hasher))[1]
     (upgraded,) = old_keys(server.db, 1, log_n=6, pepper=PEPPER.encode())
     assert (await _call(server, upgraded)).status == 200  # now stored as hmacp
     assert _stored(server, _id(upgraded)).startswith("hmacp$")

@@ -197,6 +197,17 @@ async def test_an_unknown_key_id_costs_a_check_as_a_wrong_secret_does(
     assert hasher.checks == ["key_" + "f" * 16, secret.split(".")[0].removeprefix("sw_")]
 
 
+async def test_a_key_with_characters_outside_ascii_is_unknown_not_an_error(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    cache, hasher = _cache(store, clock)
+    _, secret = await _key(store, clock)
+    # A header's bytes 0x80-0xff reach the handler as these (surrogate escapes).
+    for presented in (secret + "\udcff", "sw_\udcff\udcfe", secret[:-1] + "é"):
+        assert await cache.principal(presented) is None
+    assert hasher.checks == []
+
+
 async def test_scrypt_checks_past_two_wait_their_turn_and_none_is_refused(
     store: SqliteStore, clock: FixedClock
 ) -> None:

@@ -1,4 +1,4 @@
-"""API keys: created once and shown once, stored as slow salted hashes
+"""API keys: created once and shown once, stored as a keyed hash
 (api/keyhash.py), bound to a tenant, an agent, a role and a default priority;
 revocable by their id. Checking a presented key: api/keycache.py.
 """

@@ -1,4 +1,4 @@
-"""Token buckets: the per-agent request rate, and failed key checks per key id.
+"""Token buckets: the per-agent request rate.
 
 ``SLOTWARD_RATE_LIMIT`` requests per second (50 by default, 0 turns it off),
 with a burst of ``SLOTWARD_RATE_BURST`` (twice the rate by default): far above

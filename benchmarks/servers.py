@@ -45,7 +45,6 @@ from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
 
 __all__ = [
-    "KEY_LOG_N",
     "Databases",
     "ServerFailed",
     "echo_server",
@@ -56,9 +55,6 @@ __all__ = [
     "workspace",
 ]
 
-# Bench keys hash at scrypt cost 2^6 instead of 2^14: the server verifies each
-# key once per process, and 1,000 keys at the default cost would take 30 s.
-KEY_LOG_N = 6
 _START_SECONDS = 120
 _STOP_SECONDS = 60
 _runs = itertools.count()
@@ -127,7 +123,7 @@ def make_keys(url: str, principals: Sequence[Principal]) -> list[str]:
 
 async def _make_keys(url: str, principals: Sequence[Principal]) -> list[str]:
     store = await open_store(Config(db_url=url))
-    clock, ids, hasher = SystemClock(), TimeOrderedIds(), KeyHasher(log_n=KEY_LOG_N)
+    clock, ids, hasher = SystemClock(), TimeOrderedIds(), KeyHasher()
     try:
         secrets: list[str] = []
         for start in range(0, len(principals), 16):  # a few at once: PostgreSQL overlaps them

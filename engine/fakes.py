@@ -311,6 +311,14 @@ class _Keys:
         self._state().keys[key_hash] = principal
         self._state().key_ids[key_id] = key_hash
 
+    def rehash(self, key_id: str, old_hash: str, new_hash: str) -> bool:
+        state = self._state()
+        if state.key_ids.get(key_id) != old_hash or old_hash not in state.keys:
+            return False
+        state.keys[new_hash] = state.keys.pop(old_hash)
+        state.key_ids[key_id] = new_hash
+        return True
+
     def revoke(self, key_id: str, now: datetime) -> bool:
         key_hash = self._state().key_ids.pop(key_id, None)
         return key_hash is not None and self._state().keys.pop(key_hash, None) is not None

@@ -205,6 +205,14 @@ class ApiKeys(Protocol):
 
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None: ...
 
+    def rehash(self, key_id: str, old_hash: str, new_hash: str) -> bool:
+        """Store the unrevoked key ``key_id`` as ``new_hash`` if it is still ``old_hash``.
+
+        False when it is not (revoked, or stored again by another server
+        meanwhile): a compare-and-set, so a rehash never undoes a revocation.
+        """
+        ...
+
     def revoke(self, key_id: str, now: datetime) -> bool:
         """Revoke the key ``key_id``; False when no such unrevoked key exists."""
         ...

@@ -56,6 +56,15 @@ _KEY_BY_ID = select(t.api_keys).where(
     t.api_keys.c.id == bindparam("key_id"), t.api_keys.c.revoked_us.is_(None)
 )
 _KEY_ADD = insert(t.api_keys)
+_KEY_REHASH = (
+    update(t.api_keys)
+    .where(
+        t.api_keys.c.id == bindparam("w_id"),
+        t.api_keys.c.key_hash == bindparam("w_old"),
+        t.api_keys.c.revoked_us.is_(None),
+    )
+    .values(key_hash=bindparam("v_new"))
+)
 _a = t.attendees.c
 _e = t.attendee_emails.c
 _ATTENDEE = select(_a.id).where(_a.tenant == bindparam("tenant"), _a.id == bindparam("id"))
@@ -229,6 +238,11 @@ class SqlKeys:
                 "priority": principal.priority,
                 "created_us": to_us(now),
             },
+        )
+
+    def rehash(self, key_id: str, old_hash: str, new_hash: str) -> bool:
+        return (
+            self._db.write(_KEY_REHASH, {"w_id": key_id, "w_old": old_hash, "v_new": new_hash}) == 1
         )
 
     def revoke(self, key_id: str, now: datetime) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
@@ -35,10 +34,6 @@ from tests.conftest import SHARED
 from tests.pgserver import PgServer
 
 START = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
-
-# Keys made by ``Server.key`` cost 2^6 instead of 2^14: the same scrypt code
-# path, some 2,000 times in a run. tests/e2e/test_keys.py covers the default.
-FIXTURE_LOG_N = 6
 
 
 @dataclass
@@ -115,7 +110,7 @@ class Server:
         self, tenant: str = "acme", agent: str = "agent-a", role: Role = "agent", priority: int = 50
     ) -> Client:
         principal = Principal(tenant, agent, role, priority)
-        hasher = dataclasses.replace(self.services.keys.hasher, log_n=FIXTURE_LOG_N)
+        hasher = self.services.keys.hasher  # the server's own, as `keys create` would use
         made = await self.services.store.write(
             lambda uow: create_key(uow, principal, self.clock, self.services.ids, hasher)
         )

@@ -99,7 +99,7 @@ async def api(db: Db) -> AsyncIterator[Api]:
     config = Config(db_url=db.url, rate_limit=0)
     clock = FixedClock(NOW + timedelta(seconds=5))
     services = await bootstrap(config, store=await open_store(config), clock=clock)
-    hasher = dataclasses.replace(services.keys.hasher, log_n=6)  # cheap, same code path
+    hasher = services.keys.hasher
     principal = Principal(db.seeded.tenant, "bench-agent", "agent", 0)
     made = await services.store.write(
         lambda uow: create_key(uow, principal, clock, services.ids, hasher)

@@ -1,7 +1,7 @@
 """Building blocks of load generator plans (benchmarks/loadgen.py): calls and phases.
 
 Every benchmark warms up before it measures: each API key is checked once (the
-server verifies a secret once per process with scrypt and caches it), the
+server verifies a secret once per process and caches the answer), the
 connections are opened, and a few creates on attendees nobody else uses warm
 the store's statement caches. Only then does the clock run.
 """

@@ -11,8 +11,8 @@ from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
 from slotward.engine import emails
-from slotward.engine.attendees import attendee_id_for_email
-from slotward.engine.emails import fold_text, normalize_email
+from slotward.engine.attendees import attendee_id_for_email, normalize_email
+from slotward.engine.emails import fold_text
 from slotward.engine.errors import ValidationFailed
 
 REFUSALS = {"invalid_attendee", "invalid_email_domain"}

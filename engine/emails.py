@@ -13,22 +13,23 @@ twice. The rule, applied to the whole address:
    rule exists for ``İ``: it folds to ``i`` + U+0307, which is not ``i`` to
    Unicode but is to a reader (a soft-dotted letter shows one dot whether or
    not the dot above is there), so ``DİANA`` and ``diana`` are one mailbox.
-   Full folding also makes ``ß`` ``ss`` and final sigma ``ς`` the middle one, in the domain too, as
-   before this rule: ``faß.de`` and ``fass.de`` stay one domain, and the
-   addresses stored before keep their meaning.
+   Dotless i (U+0131) stays its own letter (the default folding, not the Turkic
+   one). Full folding also makes ``ß`` ``ss`` and a final sigma a middle one,
+   in the domain too, as before this rule: ``faß.de`` and ``fass.de`` stay
+   one domain, and the addresses stored before keep their meaning.
 3. The domain is an IDNA 2008 domain name (the ``idna`` package, with the
    UTS #46 non-transitional mapping of width variants and ideographic full
    stops), stored as A-labels (``xn--bcher-kva.example``), lower case,
    without a trailing dot. A-labels are the form IDNA defines identity on and
    the DNS uses; they are ASCII, so the stored domain depends on no further
-   Unicode normalization and a look-alike domain (``example.com``
-   with a Cyrillic ``a``) is visibly a different string. An A-label in the input is
+   Unicode normalization and a look-alike domain (``example.com`` with a
+   Cyrillic ``a``) is visibly a different string. An A-label in the input is
    decoded and folded like a U-label, so both spellings meet.
 
 An address that does not have the shape ``local@domain`` (one ``@``, a
 non-empty local part, two or more non-empty domain labels, no whitespace,
-control character, ``<``, ``>`` or ``"``, at most 254 characters once
-normalized) is ``invalid_attendee``; a domain IDNA 2008 refuses (a disallowed
+control or format character, ``<``, ``>`` or ``"``, at most 254 characters
+once normalized) is ``invalid_attendee``; a domain IDNA 2008 refuses (a disallowed
 code point, a hyphen misplaced, a label over 63 octets, a broken A-label) is
 ``invalid_email_domain``. Both are 422.
 """

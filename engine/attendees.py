@@ -1,11 +1,12 @@
 """Attendee normalization: ids, emails and ``Name <email>`` entries to ids.
 
 An entry containing ``@`` is an email (bare, or as ``Name <email>``); any
-other entry is an attendee id. Emails are trimmed and case-folded; ids are
-trimmed and otherwise kept as sent (they are case-sensitive). Emails map to
-ids through the tenant's directory; an email the directory does not know gets
-an id derived from the tenant and the email, so computing an idempotency key
-never needs a write.
+other entry is an attendee id. Emails are normalized to one string per
+mailbox (engine/emails.py: Unicode folding, IDNA 2008 domains as A-labels);
+ids are trimmed and otherwise kept as sent (they are case-sensitive). Emails
+map to ids through the tenant's directory; an email the directory does not
+know gets an id derived from the tenant and the normalized email, so
+computing an idempotency key never needs a write.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Literal
 
+from slotward.engine.emails import normalize_email
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.fingerprint import canonical_json
 
@@ -30,10 +32,8 @@ __all__ = [
 ]
 
 MAX_ATTENDEES: Final = 100
-_MAX_EMAIL: Final = 254
 _ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}", re.ASCII)
 _NAMED: Final = re.compile(r"(?P<name>[^<>]*)<(?P<email>[^<>]*)>", re.DOTALL)
-_FORBIDDEN_IN_EMAIL: Final = frozenset('<>"')
 
 
 @dataclass(frozen=True)
@@ -61,28 +61,6 @@ class ResolvedAttendees:
     new: tuple[tuple[str, str], ...] = ()
 
 
-def normalize_email(value: str) -> str:
-    """Trim and case-fold an email, then check its shape loosely.
-
-    One ``@``, a non-empty local part, a domain with an inner dot, no spaces
-    or control characters, at most 254 characters. Anything else raises
-    ``ValidationFailed`` (``invalid_attendee``).
-    """
-    email = value.strip().casefold()
-    local, at, domain = email.partition("@")
-    valid = (
-        at == "@"
-        and local != ""
-        and "@" not in domain
-        and "." in domain.strip(".")
-        and len(email) <= _MAX_EMAIL
-        and not any(_bad_email_char(c) for c in email)
-    )
-    if not valid:
-        raise _invalid_attendee(f"not a valid email address: {_shown(value)}")
-    return email
-
-
 def parse_attendees(entries: object) -> tuple[AttendeeRef, ...]:
     """Parse a list of 1-100 attendee entries, in order, duplicates kept.
 
@@ -103,10 +81,15 @@ def attendee_id_for_email(tenant: str, email: str) -> str:
     """The deterministic attendee id of an email the directory does not know.
 
     ``att_`` + 32 hex digits of SHA-256 over the canonical JSON of the tenant
-    and the email (trimmed and case-folded here too), so two tenants never
-    share an id.
+    and the email (normalized here too), so two tenants never share an id.
+    The document is unchanged since the first release: an email whose
+    normalized form did not change with a new rule keeps its id.
     """
-    doc = {"tenant": tenant, "email": email.strip().casefold()}
+    return _derive(tenant, normalize_email(email))
+
+
+def _derive(tenant: str, normalized: str) -> str:
+    doc = {"tenant": tenant, "email": normalized}
     return "att_" + hashlib.sha256(canonical_json(doc)).hexdigest()[:32]
 
 
@@ -146,7 +129,7 @@ def resolve_attendees(
 
 def _derived_id(tenant: str, email: str, known_ids: Collection[str], allow_unknown: bool) -> str:
     # A derived id already known was registered on an earlier first use.
-    attendee_id = attendee_id_for_email(tenant, email)
+    attendee_id = _derive(tenant, email)
     if attendee_id not in known_ids and not allow_unknown:
         raise _unknown_attendee(email)
     return attendee_id
@@ -175,10 +158,6 @@ def _parse_text(text: str) -> AttendeeRef:
     if _ID.fullmatch(text) is None:
         raise _invalid_attendee(f"not an attendee id or email: {_shown(text)}")
     return AttendeeRef("id", text)
-
-
-def _bad_email_char(c: str) -> bool:
-    return c.isspace() or not c.isprintable() or c in _FORBIDDEN_IN_EMAIL
 
 
 def _shown(value: str) -> str:

@@ -24,13 +24,20 @@ def put_attendee(
     """Create or update an attendee; every email becomes an alias of it.
 
     An upsert: sending the same document twice leaves the directory as once.
-    Without an id, the attendee takes the id its first email would get.
+    Without an id, the attendee takes the id its first email resolves to: the
+    attendee the directory has for it, else the id derived from it. (After
+    migration 0005 a stored alias may name an attendee whose id was derived
+    from an older spelling; a repeated document still names that attendee.)
     """
     normalized = sorted({normalize_email(e) for e in emails})
-    chosen = attendee_id or attendee_id_for_email(principal.tenant, normalized[0])
     with uow:
         uow.lock_tenant(principal.tenant)
         current, _ = uow.directory.lookup(principal.tenant, normalized, ())
+        chosen = (
+            attendee_id
+            or current.get(normalized[0])
+            or attendee_id_for_email(principal.tenant, normalized[0])
+        )
         taken = sorted(e for e, owner in current.items() if owner != chosen)
         if taken:
             # Holds and keys name attendees by id: moving an email to another id

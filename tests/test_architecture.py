@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,18 @@ def test_engine_imports_no_io_framework(path: Path) -> None:
     assert not bad, f"{path.name} imports {bad}"
     assert "os.environ" not in _calls(path)
     assert "os" not in _imports(path)
+
+
+# Third-party packages engine/ may import: pure libraries, no I/O. A new one is
+# a decision, made here.
+ENGINE_LIBRARIES = frozenset({"pendulum", "rfc8785", "idna"})
+
+
+@pytest.mark.parametrize("path", _modules("engine"), ids=lambda p: p.name)
+def test_engine_imports_only_allowlisted_libraries(path: Path) -> None:
+    tops = {name.split(".")[0] for name in _imports(path)}
+    outside = tops - set(sys.stdlib_module_names) - ENGINE_LIBRARIES - {"slotward"}
+    assert not outside, f"{path.name} imports {outside}: allowlist them in ENGINE_LIBRARIES"
 
 
 @pytest.mark.parametrize("path", _modules("adapters"), ids=lambda p: p.name)

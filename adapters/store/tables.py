@@ -30,6 +30,7 @@ __all__ = [
     "hold_attendees",
     "holds",
     "ledger",
+    "legacy_attendee_emails",
     "metadata",
     "outbox",
     "workflow_replays",
@@ -66,6 +67,19 @@ attendee_emails = Table(
     Column("tenant", String(128), primary_key=True),
     Column("email", String(254), primary_key=True),
     Column("attendee_id", String(128), nullable=False),
+)
+
+# The aliases migration 0005 rewrote, merged into another attendee, or left
+# alone because the normalization refuses them: their old spelling, kept for
+# operators (and the downgrade). Nothing reads it at run time.
+legacy_attendee_emails = Table(
+    "legacy_attendee_emails",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("email", String(254), primary_key=True),
+    Column("attendee_id", String(128), nullable=False),
+    Column("normalized", String(254), nullable=True),
+    Column("outcome", String(16), nullable=False),
 )
 
 holds = Table(

@@ -165,6 +165,20 @@ def test_normalize_email() -> None:
     assert info.value.code == "invalid_attendee"
 
 
+def test_an_email_with_a_domain_idna_refuses_names_its_entry() -> None:
+    err = _parse_error(["usr_ok", "ana@ab--c.example"])
+    assert err.code == "invalid_email_domain"
+    assert err.extra == {"field": "attendees", "index": 1}
+    assert err.status == 422
+
+
+def test_spellings_of_one_mailbox_parse_to_one_value() -> None:
+    refs = parse_attendees(
+        ["josé@bücher.example", "JOSE\u0301@XN--BCHER-KVA.EXAMPLE.", "José <josé@Bücher.example>"]
+    )
+    assert {r.value for r in refs} == {"josé@xn--bcher-kva.example"}
+
+
 # attendee_id_for_email
 
 
@@ -196,6 +210,26 @@ def test_attendee_id_does_not_concatenate() -> None:
 
 def test_attendee_id_normalizes_the_email() -> None:
     assert attendee_id_for_email("t1", " Ada@X.IO ") == attendee_id_for_email("t1", "ada@x.io")
+    nfd = "jose\u0301@example.com"
+    assert attendee_id_for_email("t1", nfd) == attendee_id_for_email("t1", "josé@example.com")
+
+
+@pytest.mark.parametrize(
+    ("email", "pinned"),
+    [
+        # What the code before the normalization of migration 0005 derived: an
+        # email whose normal form did not change keeps its id, byte for byte.
+        ("ada@x.io", "att_2662558ed0e52f7c942926f483b59a65"),
+        ("josé@example.com", "att_b61ce25e7bf1d2832719cf0a534418e9"),
+        ("ana@xn--bcher-kva.example", "att_45eae0c84d27d149332c5cbd5c261dbf"),
+        # Changed on purpose: the U-label spelling now is the A-label mailbox
+        # (before: att_3b439503ae5c9dc21d90656bda7d3891). A stored alias keeps
+        # its attendee through migration 0005; only unseen emails derive anew.
+        ("ana@bücher.example", "att_45eae0c84d27d149332c5cbd5c261dbf"),
+    ],
+)
+def test_derived_ids_are_pinned(email: str, pinned: str) -> None:
+    assert attendee_id_for_email("t1", email) == pinned
 
 
 # resolve_attendees

@@ -1,4 +1,4 @@
-"""The ``slotward`` command: serve, keys create, keys revoke, migrate, bench."""
+"""The ``slotward`` command: serve, keys create, keys revoke, migrate, audit, bench."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from slotward.api.app import migrate, open_store
+from slotward.api.audit_cli import add_audit_parser, run_audit
 from slotward.api.auth import ROLES, NewKey, create_key, revoke_key
 from slotward.api.config import Config
 from slotward.api.logs import configure_logging
@@ -51,6 +52,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     revoke = keys.add_parser("revoke", help="revoke a key by its id (printed by keys create)")
     revoke.add_argument("key_id")
     sub.add_parser("migrate", help="bring the database schema up to date")
+    add_audit_parser(sub)  # api/audit_cli.py
     add_bench_parser(sub)  # benchmarks/cli.py; bench takes its own --db
     return parser
 
@@ -117,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(config)  # to stderr; stdout stays for what the command prints
         if args.command == "bench":
             return run_bench(args)
+        if args.command == "audit":
+            return asyncio.run(run_audit(config, args))
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
             _serve(config, demo_key=args.demo_key, workers=args.workers)

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from slotward.adapters.store.waits import Waits
 from slotward.api.keyhash import KeyHasher
+from slotward.engine.audit import AuditKey
 from slotward.engine.errors import InvalidRequest
 from slotward.engine.policy import Policy
 
@@ -160,6 +161,7 @@ class Config:
             retention=timedelta(hours=self.retention_hours),
             storm_replays=self.storm_replays,
             storm_window=timedelta(seconds=self.storm_window_seconds),
+            audit_key=None if self.audit_key is None else AuditKey.derive(self.audit_key.encode()),
         )
 
 

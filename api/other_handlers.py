@@ -82,7 +82,12 @@ async def audit_handler(request: web.Request) -> web.Response:
 async def audit_verify_handler(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys)
-    return calls.json_response(await svc.store.read(lambda uow: verify_audit(uow, principal)))
+    checkpoint = request.query.get("checkpoint")
+    key = svc.policy.audit_key
+    doc = await svc.store.read(
+        lambda uow: verify_audit(uow, principal, audit_key=key, checkpoint=checkpoint)
+    )
+    return calls.json_response(doc)
 
 
 async def put_attendee_handler(request: web.Request) -> web.Response:

@@ -237,6 +237,14 @@ AUDIT_VERIFY = Shape(
         Field("count", "integer", required=True),
         Field("head", "string", required=True),
         Field("broken_at", "integer"),
+        Field(
+            "reason",
+            "string",
+            enum=("link", "hash", "unkeyed", "no_key", "head", "checkpoint"),
+        ),
+        Field("keyed", "boolean", description="checked under the server's audit key"),
+        Field("keyed_from", "integer", nullable=True, description="the first keyed seq"),
+        Field("checkpoint", "string", enum=("ok", "failed")),
     ),
 )
 ATTENDEE_PUT = Shape(

@@ -174,11 +174,11 @@ class StormWatch:
         if watch.flagged_at is not None and now - watch.flagged_at < self._window:
             return
         before, watch.flagged_at = watch.flagged_at, now  # before the await: flag once
-        window = self._window
+        window, key = self._window, self._policy.audit_key
         try:
             flagged = await self._store.write(
                 lambda uow: flag_retry_storm(
-                    uow, tenant, workflow_id, replays, window, self._clock, self._ids
+                    uow, tenant, workflow_id, replays, window, self._clock, self._ids, audit_key=key
                 )
             )
         except SlotwardError:

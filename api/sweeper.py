@@ -24,7 +24,9 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
     """Expire everything due now, in batches; return how many holds expired."""
     total = 0
     while True:  # one tenant per transaction, until nothing is due
-        n = await svc.store.write(lambda uow: expire_due(uow, svc.clock, svc.ids, batch))
+        n = await svc.store.write(
+            lambda uow: expire_due(uow, svc.clock, svc.ids, batch, audit_key=svc.policy.audit_key)
+        )
         total += n
         if n == 0:
             break

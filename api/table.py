@@ -122,7 +122,15 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "GET", "/v1/audit/verify", audit_verify_handler, "verifyAudit",
-        "Recompute the tenant's hash chain", responses={200: s.AUDIT_VERIFY}, tag="audit",
+        "Recompute the tenant's hash chain", responses={200: s.AUDIT_VERIFY, 422: None},
+        params=(
+            Param(
+                "checkpoint",
+                description="a signed head from `slotward audit checkpoint`: the chain "
+                "must still hold its entry (catches a deleted tail)",
+            ),
+        ),
+        tag="audit",
     ),
     Route(
         "GET", "/healthz", health_handler, "health", "Liveness", responses={200: s.HEALTH},

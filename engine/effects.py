@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from slotward.engine.audit import next_entry
+from slotward.engine.audit import AuditKey, next_entry
 from slotward.engine.documents import hold_document
 from slotward.engine.model import Hold, OutboxEvent
 from slotward.engine.ports import IdGenerator, UnitOfWork
@@ -21,8 +21,14 @@ def audit(
     key: str | None,
     hold_id: str | None,
     outcome: str,
+    *,
+    audit_key: AuditKey | None,
 ) -> int:
-    """Append to the tenant's hash chain; return the new entry's seq."""
+    """Append to the tenant's chain (an HMAC chain under ``audit_key``); return the new seq.
+
+    ``audit_key`` has no default: a call that forgot it would write plain entries
+    while the server holds a key (mypy catches the omission).
+    """
     entry = next_entry(
         uow.audit.head(tenant),
         tenant=tenant,
@@ -32,6 +38,7 @@ def audit(
         key=key,
         hold_id=hold_id,
         outcome=outcome,
+        audit_key=audit_key,
     )
     uow.audit.append(entry)
     return entry.seq

@@ -164,7 +164,8 @@ def acquire(
             )  # fmt: skip
             uow.ledger.save(record)
             outcome = "takeover"
-        audit(uow, tenant, req.principal.agent_id, now, "execution.acquire", key, None, outcome)
+        audit(uow, tenant, req.principal.agent_id, now, "execution.acquire", key, None, outcome,
+              audit_key=policy.audit_key)  # fmt: skip
         uow.commit()
     body = encode(
         {
@@ -241,7 +242,8 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
                 )
             )  # fmt: skip
         agent = done.principal.agent_id
-        audit(uow, tenant, agent, now, "execution.complete", record.key, None, done.outcome)
+        audit(uow, tenant, agent, now, "execution.complete", record.key, None, done.outcome,
+              audit_key=policy.audit_key)  # fmt: skip
         uow.commit()
     return Reply(
         200, body, public_key(record.key), False, workflow_id=record.workflow_id, completion=True

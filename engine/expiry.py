@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from datetime import datetime
 
+from slotward.engine.audit import AuditKey
 from slotward.engine.effects import audit, emit
 from slotward.engine.holds import Expire, apply
 from slotward.engine.model import Hold
@@ -22,11 +23,14 @@ __all__ = ["expire_hold", "expire_stale"]
 _EXPIRE = Expire()
 
 
-def expire_hold(uow: UnitOfWork, hold: Hold, now: datetime, ids: IdGenerator) -> None:
+def expire_hold(
+    uow: UnitOfWork, hold: Hold, now: datetime, ids: IdGenerator, *, audit_key: AuditKey | None
+) -> None:
     moved, changed = apply(hold, _EXPIRE, now)
     if changed:
         uow.holds.save(moved)
-        audit(uow, hold.tenant, "system", now, "hold.expire", None, hold.id, "expired")
+        audit(uow, hold.tenant, "system", now, "hold.expire", None, hold.id, "expired",
+              audit_key=audit_key)  # fmt: skip
         emit(uow, ids, moved, "hold.expired", now)
 
 
@@ -39,8 +43,9 @@ def expire_stale(
     ids: IdGenerator,
     *,
     keep: str | None = None,
+    audit_key: AuditKey | None,
 ) -> None:
     """Expire the unswept, past-expiry holds overlapping ``interval`` (but ``keep``)."""
     for hold in uow.holds.stale(tenant, attendees, interval[0], interval[1], now):
         if hold.id != keep:
-            expire_hold(uow, hold, now, ids)
+            expire_hold(uow, hold, now, ids, audit_key=audit_key)

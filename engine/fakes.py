@@ -286,6 +286,9 @@ class _Audit:
         chain = self._state().audit.get(tenant, [])
         return [e for e in chain if e.seq > after_seq][:limit]
 
+    def tenants(self) -> list[str]:
+        return sorted(t for t, chain in self._state().audit.items() if chain)
+
 
 class _Outbox:
     def __init__(self, state: Callable[[], State]) -> None:

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
 
+from slotward.engine.audit import AuditKey
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
 from slotward.engine.errors import Conflict, Forbidden, NotFound, answering_for
@@ -57,7 +58,8 @@ def commit_hold(
         if hold.status_at(now) is HoldStatus.EXPIRED:
             _still_free(uow, hold, now)
             span = (hold.start, hold.end)
-            expire_stale(uow, hold.tenant, hold.attendees, span, now, ids, keep=hold.id)
+            expire_stale(uow, hold.tenant, hold.attendees, span, now, ids, keep=hold.id,
+                         audit_key=policy.audit_key)  # fmt: skip
         return _finish(
             uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
         )
@@ -139,7 +141,8 @@ def _finish(
 ) -> Reply:
     uow.holds.save(moved)
     key = ledger_key(action.client_key, derived)
-    audit(uow, moved.tenant, action.principal.agent_id, now, audit_action, key, moved.id, "fresh")
+    audit(uow, moved.tenant, action.principal.agent_id, now, audit_action, key, moved.id, "fresh",
+          audit_key=policy.audit_key)  # fmt: skip
     emit(uow, ids, moved, event, now)
     tool = COMMIT_TOOL if audit_action == "hold.commit" else RELEASE_TOOL
     return _answer(uow, action, moved, derived, policy, now, tool)
@@ -167,7 +170,14 @@ def _answer(
     return Reply(200, body, public_key(key), False, hold.id)
 
 
-def expire_due(uow: UnitOfWork, clock: Clock, ids: IdGenerator, limit: int = 500) -> int:
+def expire_due(
+    uow: UnitOfWork,
+    clock: Clock,
+    ids: IdGenerator,
+    limit: int = 500,
+    *,
+    audit_key: AuditKey | None = None,
+) -> int:
     """Mark one tenant's held holds past their expiry as expired; return how many.
 
     The sweeper calls it until it returns 0. One tenant per transaction, so the
@@ -184,6 +194,6 @@ def expire_due(uow: UnitOfWork, clock: Clock, ids: IdGenerator, limit: int = 500
         now = clock.now()
         due = [h for h in uow.holds.due_for_expiry(now, limit) if h.tenant == tenant]
         for hold in due:
-            expire_hold(uow, hold, now, ids)
+            expire_hold(uow, hold, now, ids, audit_key=audit_key)
         uow.commit()
         return len(due)

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 
 from slotward.engine import conflicts
 from slotward.engine.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
+from slotward.engine.audit import AuditKey
 from slotward.engine.documents import encode, hold_document
 from slotward.engine.effects import audit, emit
 from slotward.engine.errors import SlotConflict, ValidationFailed, answering_for
@@ -165,14 +166,14 @@ def _place(
     if isinstance(decision, conflicts.Blocked):
         error = _conflict_error(uow, req, prep, decision, now, policy)
         audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key, None,
-              "conflict")  # fmt: skip
+              "conflict", audit_key=policy.audit_key)  # fmt: skip
         uow.commit()  # the refusal is audited; nothing else of it is stored
         raise error
     span = (claim.start, claim.end)
-    expire_stale(uow, principal.tenant, claim.attendees, span, now, ids)
+    expire_stale(uow, principal.tenant, claim.attendees, span, now, ids, audit_key=policy.audit_key)
     hold_id = ids.new_id("hold")
     if isinstance(decision, conflicts.Preempt):
-        _preempt(uow, principal, decision.losers, hold_id, now, ids)
+        _preempt(uow, principal, decision.losers, hold_id, now, ids, policy.audit_key)
         reply = _create(uow, req, prep, hold_id, policy, now, ids)
         return replace(reply, preempted=len(decision.losers))
     return _create(uow, req, prep, hold_id, policy, now, ids)
@@ -190,7 +191,7 @@ def _create(
     principal = req.principal
     uow.directory.register(principal.tenant, prep.resolved.new, now)
     seq = audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key,
-                hold_id, "fresh")  # fmt: skip
+                hold_id, "fresh", audit_key=policy.audit_key)  # fmt: skip
     hold = _new_hold(req, prep, hold_id, seq, now)
     uow.holds.add(hold)
     body = encode(hold_document(hold, now))
@@ -250,6 +251,7 @@ def _preempt(
     winner_id: str,
     now: datetime,
     ids: IdGenerator,
+    audit_key: AuditKey | None,
 ) -> None:
     for loser in losers:
         moved, _ = apply(loser, Preempt(winner_id), now)
@@ -263,6 +265,7 @@ def _preempt(
             loser.key,
             loser.id,
             "preempted",
+            audit_key=audit_key,
         )
         emit(uow, ids, moved, "hold.preempted", now, {"preempted_by": winner_id})
 

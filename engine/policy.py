@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 
+from slotward.engine.audit import AuditKey
 from slotward.engine.fingerprint import DEFAULT_THOUGHT_FIELDS
 
 __all__ = ["Policy"]
@@ -23,3 +24,6 @@ class Policy:
     # A workflow whose replays reach storm_replays within storm_window is flagged.
     storm_replays: int = 20
     storm_window: timedelta = timedelta(seconds=60)
+    # Set: the audit chain is an HMAC chain under it, and checkpoints are signed
+    # (engine/audit.py, engine/checkpoints.py). A secret: never printed.
+    audit_key: AuditKey | None = field(default=None, repr=False)

@@ -189,6 +189,10 @@ class AuditLog(Protocol):
 
     def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]: ...
 
+    def tenants(self) -> list[str]:
+        """Every tenant with an entry or a recorded head, in order (``slotward audit``)."""
+        ...
+
 
 class Outbox(Protocol):
     def add(self, event: OutboxEvent) -> None: ...

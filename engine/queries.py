@@ -8,7 +8,8 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from slotward.engine.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
-from slotward.engine.audit import GENESIS, verify_chain
+from slotward.engine.audit import AuditKey, check_chain
+from slotward.engine.checkpoints import Checkpoint, read_checkpoint
 from slotward.engine.conflicts import free_slots, merge_intervals
 from slotward.engine.documents import audit_document, hold_document
 from slotward.engine.errors import NotFound, ValidationFailed
@@ -24,6 +25,7 @@ __all__ = [
     "list_audit",
     "list_holds",
     "verify_audit",
+    "verify_tenant",
 ]
 
 
@@ -154,28 +156,54 @@ def list_audit(uow: UnitOfWork, principal: Principal, *, after: int, limit: int)
     }
 
 
-def verify_audit(uow: UnitOfWork, principal: Principal, batch: int = 5000) -> dict[str, Any]:
-    """Walk the tenant's whole chain in batches and recompute every hash.
+def verify_audit(
+    uow: UnitOfWork,
+    principal: Principal,
+    batch: int = 5000,
+    *,
+    audit_key: AuditKey | None = None,
+    checkpoint: str | None = None,
+) -> dict[str, Any]:
+    """Walk the tenant's whole chain and recompute every hash (engine/audit.py).
 
-    The chain must also end where the recorded head says: a deleted tail leaves
-    every remaining link intact, and only the head shows it.
+    With ``checkpoint`` (signed by ``slotward audit checkpoint``), the chain
+    must also hold the checkpoint's entry and be keyed after it: a tail
+    deleted behind it, head and all, shows there. A checkpoint that is
+    malformed, forged or another tenant's is a 422 before anything is read.
     """
-    seq, head, count = 0, GENESIS, 0
+    points = (
+        [] if checkpoint is None else [read_checkpoint(checkpoint, audit_key, principal.tenant)]
+    )
     with uow:
-        while True:
-            entries = uow.audit.entries(principal.tenant, seq, batch)
-            check = verify_chain(entries, (seq, head))
-            count += check.count
-            if not check.ok:
-                return _broken(count, check.head, check.broken_at)
-            if entries:
-                seq, head = entries[-1].seq, check.head
-            if len(entries) < batch:
-                break
-        if uow.audit.head(principal.tenant) != (seq, head):
-            return _broken(count, head, seq + 1)
-    return {"ok": True, "count": count, "head": head}
+        return verify_tenant(uow, principal.tenant, audit_key, points, batch)
 
 
-def _broken(count: int, head: str, at: int | None) -> dict[str, Any]:
-    return {"ok": False, "count": count, "head": head, "broken_at": at}
+def verify_tenant(
+    uow: UnitOfWork,
+    tenant: str,
+    audit_key: AuditKey | None,
+    checkpoints: Sequence[Checkpoint] = (),
+    batch: int = 5000,
+) -> dict[str, Any]:
+    """The verification document of one tenant's chain, inside the caller's transaction.
+
+    ``{"ok", "count", "head"}``, with ``broken_at`` and ``reason`` when not
+    ok; with a key, ``keyed`` and ``keyed_from`` (the first keyed seq); with
+    checkpoints, ``checkpoint``: ``ok`` or ``failed``.
+    """
+    pins: dict[int, str] = {}
+    clash = False
+    for point in checkpoints:
+        clash = clash or pins.setdefault(point.seq, point.hash) != point.hash
+    check = check_chain(uow.audit, tenant, audit_key, pins, batch=batch)
+    doc: dict[str, Any] = {"ok": check.ok and not clash, "count": check.count, "head": check.head}
+    if not check.ok:
+        doc.update(broken_at=check.broken_at, reason=check.reason)
+    elif clash:  # two signed checkpoints disagree: the key was used on two chains
+        doc.update(broken_at=min(pins), reason="checkpoint")
+    if audit_key is not None:
+        doc.update(keyed=True, keyed_from=check.keyed_from)
+    if checkpoints:
+        reached = check.ok or (check.broken_at is not None and check.broken_at > max(pins))
+        doc["checkpoint"] = "ok" if reached and not clash else "failed"
+    return doc

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from slotward.engine.audit import AuditKey
 from slotward.engine.documents import execution_document, hold_document
 from slotward.engine.effects import audit
 from slotward.engine.errors import NotFound
@@ -119,7 +120,7 @@ def record_replays(
             uow.workflows.add_replay_seconds(tenant, workflow_id, recent)
             in_window = uow.workflows.replays_since(tenant, workflow_id, since)
             flagged = in_window >= policy.storm_replays and _flag(
-                uow, tenant, workflow_id, in_window, window, now, ids
+                uow, tenant, workflow_id, in_window, window, now, ids, policy.audit_key
             )
             stats = uow.workflows.get(tenant, workflow_id)
             if stats is not None:
@@ -136,6 +137,8 @@ def flag_retry_storm(
     window: timedelta,
     clock: Clock,
     ids: IdGenerator,
+    *,
+    audit_key: AuditKey | None = None,
 ) -> bool:
     """Flag a retry storm of ``workflow_id``: audit entry, outbox event, stored mark.
 
@@ -145,7 +148,7 @@ def flag_retry_storm(
     with uow:
         uow.lock_tenant(tenant)
         now = clock.now()  # after the lock: another process's flag is visible by now
-        if not _flag(uow, tenant, workflow_id, replays, window, now, ids):
+        if not _flag(uow, tenant, workflow_id, replays, window, now, ids, audit_key):
             return False
         uow.commit()
         return True
@@ -159,6 +162,7 @@ def _flag(
     window: timedelta,
     now: datetime,
     ids: IdGenerator,
+    audit_key: AuditKey | None,
 ) -> bool:
     """Write the flag unless one was stored within ``window``; the caller holds the lock."""
     stats = uow.workflows.get(tenant, workflow_id)
@@ -166,7 +170,8 @@ def _flag(
         return False
     uow.workflows.mark_storm(tenant, workflow_id, now)
     # The audit entry has no workflow field: its key names the workflow.
-    audit(uow, tenant, STORM_ACTOR, now, STORM_ACTION, storm_key(workflow_id), None, "flagged")
+    audit(uow, tenant, STORM_ACTOR, now, STORM_ACTION, storm_key(workflow_id), None, "flagged",
+          audit_key=audit_key)  # fmt: skip
     payload = {
         "workflow_id": workflow_id,
         "replays": replays,

@@ -329,3 +329,34 @@ def test_the_after_commit_rule_catches_a_write_after_it() -> None:
     )
     assert _touch_after_commit(ast.parse(late)) == [4]
     assert _touch_after_commit(ast.parse(early)) == []
+
+
+# Use cases that may append to the audit chain, with an optional audit key:
+# a caller outside the engine that leaves it out writes plain entries while
+# the server has a key (and its chain then fails verification).
+_KEYED_CALLS = {"expire_due", "flag_retry_storm"}
+
+
+def _calls_without_audit_key(source: str) -> list[str]:
+    missing = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call):
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            if name in _KEYED_CALLS and "audit_key" not in {k.arg for k in node.keywords}:
+                missing.append(f"{name} (line {node.lineno})")
+    return missing
+
+
+def test_the_production_code_passes_the_audit_key() -> None:
+    missing = {
+        str(path.relative_to(ROOT)): bad
+        for folder in SOURCE_DIRS
+        for path in _modules(folder)
+        if (bad := _calls_without_audit_key(path.read_text()))
+    }
+    assert not missing, f"called without audit_key: {missing}"
+
+
+def test_the_audit_key_rule_catches_a_call_without_it() -> None:
+    assert _calls_without_audit_key("expire_due(uow, clock, ids, 10)") == ["expire_due (line 1)"]
+    assert _calls_without_audit_key("expire_due(uow, clock, ids, audit_key=k)") == []

@@ -7,7 +7,7 @@ from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
 
-from sqlalchemy import Connection, bindparam, insert, select, text, update
+from sqlalchemy import Connection, bindparam, insert, select, text, union, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import SqlHolds
@@ -186,6 +186,11 @@ class SqlAudit:
             .limit(limit)
         )
         return [audit_from_row(r) for r in self._db.dynamic(q)]
+
+    def tenants(self) -> list[str]:
+        # Rows as well as heads: a deleted head must not hide a chain from a check.
+        q = union(select(t.audit_log.c.tenant), select(t.audit_heads.c.tenant))
+        return sorted(r["tenant"] for r in self._db.dynamic(q))
 
 
 class SqlOutbox:

@@ -140,6 +140,7 @@ def _aimed_at(owner: dict[str, str]) -> dict[str, list[str]]:
         "to": ["2030-10-30T00:00:00Z"],
         "timezone": ["UTC"],
         "duration_minutes": ["30"],
+        "checkpoint": ["swcp1.e30.AAAA"],  # tests/e2e/test_audit_tamper.py aims real ones
     }
 
 

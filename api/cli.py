@@ -28,7 +28,8 @@ __all__ = ["main"]
 
 def _parser(defaults: Config) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="slotward", description="slotward: serve, manage keys, migrate, benchmark."
+        prog="slotward",
+        description="slotward: serve, manage keys, migrate, check the audit chain, benchmark.",
     )
     parser.add_argument("--db", default=defaults.db_url, help="database URL (default: %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -26,7 +26,7 @@ from tests.e2e.test_executions import acquire, call, complete
 
 T = TypeVar("T")
 
-SLOW_POLL = {"wait_poll_seconds": 300}  # longer than any wait below
+SLOW_POLL: dict[str, Any] = {"wait_poll_seconds": 300}  # longer than any wait below
 # Waiting across processes: the waiter would take a last look at the store when
 # its wait_ms ends (and, with FixedClock, its lease never ends), so an answer
 # within half of it can only come from a signal.

@@ -31,6 +31,7 @@ from slotward.api.sweeper import sweep_forever
 from slotward.api.table import ROUTES
 from slotward.api.telemetry import observe_middleware
 from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.executions import settled
 from slotward.engine.ports import Clock, IdGenerator, Store
 
 __all__ = ["bootstrap", "build_app", "migrate", "open_store"]
@@ -85,9 +86,11 @@ async def bootstrap(
         metrics=metrics,
         storms=StormWatch(chosen, clock, ids, policy, metrics),
         # SQLite has no way to signal other processes on its file: their
-        # completions are found by the waiters' fallback poll.
+        # completions are found by the waiters' fallback look.
         completions=Completions(
-            PgSignals(config.db_url) if _on_postgres(config) else None, config.wait_poll_seconds
+            PgSignals(config.db_url) if _on_postgres(config) else None,
+            config.wait_poll_seconds,
+            lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
         ),
     )
 

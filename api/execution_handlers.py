@@ -78,8 +78,9 @@ async def _acquire_or_wait(
     also ends when the client has gone away (aiohttp does not cancel the
     handler then): nobody would receive a lease taken over for it.
 
-    The store is read again when the completion is signalled (api/completions.py),
-    when the lease runs out, and otherwise only every ``poll_seconds``.
+    The store is read again when the completion is signalled or the process's
+    fallback look finds the key settled (api/completions.py), and when the lease
+    runs out: never on a timer of each waiter's own.
     """
     if wait <= 0:
         return await _acquire(svc, req)
@@ -94,8 +95,7 @@ async def _acquire_or_wait(
                 now = loop.time()
                 if now >= deadline or gone():
                     raise
-                fallback = min(svc.completions.poll_seconds, _lease_left(busy, svc.clock))
-                await _pause(waiter, min(deadline, now + fallback), gone)
+                await _pause(waiter, min(deadline, now + _lease_left(busy, svc.clock)), gone)
                 if gone():
                     raise
 

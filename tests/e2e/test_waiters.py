@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from slotward.adapters.store.pg_notify import CHANNEL, PgSignals
 from slotward.api.app import bootstrap, build_app, open_store
 from slotward.api.config import Config
+from slotward.engine.errors import InvalidRequest
 from slotward.engine.ports import Store, UnitOfWork
 from tests.e2e.conftest import Client, Server, serving, until
 from tests.e2e.test_executions import acquire, call, complete
@@ -82,6 +83,23 @@ async def test_a_waiter_is_answered_by_the_completion_without_polling(server: Se
     assert (answer.status, answer.replayed, answer.body) == (200, True, done.body)
     assert during <= 5  # the first look, then the fallback's (default 1 s)
     assert len(server.services.completions) == 0
+
+
+async def test_the_fallback_reads_once_for_all_waiters_not_once_each(server: Server) -> None:
+    agent = await server.key()
+    steps = range(1, 21)
+    leases = [await acquire(agent, call(step=step)) for step in steps]
+    store = counted(server.services.store)
+    before = store.reads
+    waiting = [asyncio.create_task(acquire(agent, call(step=s, wait_ms=20000))) for s in steps]
+    await until(lambda: store.reads >= before + len(steps))  # each has looked once
+    await asyncio.sleep(3)  # a look each per second would be 60 reads meanwhile
+    during = store.reads - before - len(steps)
+    for first in leases:
+        await complete(agent, first.key, first.json["lease_token"], result="sent")
+    answers = await asyncio.gather(*waiting)
+    assert {(a.status, a.replayed) for a in answers} == {(200, True)}
+    assert during <= 5  # the process's fallback look, about once a second
 
 
 @contextlib.asynccontextmanager
@@ -167,3 +185,12 @@ async def test_the_notification_names_no_tenant_and_no_key(
         await spy.close()
     assert len(payload) == 32
     assert set(payload) <= set("0123456789abcdef")  # a digest: no tenant, no key in clear
+
+
+def test_the_fallback_interval_is_read_and_bounded() -> None:
+    assert Config.from_env({}).wait_poll_seconds == 1.0
+    assert Config.from_env({"SLOTWARD_WAIT_POLL_SECONDS": "2.5"}).wait_poll_seconds == 2.5
+    for bad in ("0.01", "301", "0", "often"):
+        with pytest.raises(InvalidRequest) as refused:
+            Config.from_env({"SLOTWARD_WAIT_POLL_SECONDS": bad}).policy()
+        assert refused.value.code == "invalid_config"

@@ -81,7 +81,7 @@ async def test_a_waiter_is_answered_by_the_completion_without_polling(server: Se
     done = await complete(agent, first.key, first.json["lease_token"], result="sent")
     answer = await waiting
     assert (answer.status, answer.replayed, answer.body) == (200, True, done.body)
-    assert during <= 5  # the first look, then the fallback's (default 1 s)
+    assert during <= 8  # the first look, then the fallback's, about once a second
     assert len(server.services.completions) == 0
 
 
@@ -99,7 +99,7 @@ async def test_the_fallback_reads_once_for_all_waiters_not_once_each(server: Ser
         await complete(agent, first.key, first.json["lease_token"], result="sent")
     answers = await asyncio.gather(*waiting)
     assert {(a.status, a.replayed) for a in answers} == {(200, True)}
-    assert during <= 5  # the process's fallback look, about once a second
+    assert during <= 10  # the process's fallback look, about once a second
 
 
 @contextlib.asynccontextmanager

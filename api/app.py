@@ -10,11 +10,13 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from slotward.adapters.store.pg_notify import PgSignals
 from slotward.adapters.store.postgres import PostgresStore
 from slotward.adapters.store.sqlite import SqliteStore
+from slotward.api.completions import Completions
 from slotward.api.config import Config
 from slotward.api.context import SERVICES, Services
-from slotward.api.inflight import Completions, InFlight
+from slotward.api.inflight import InFlight
 from slotward.api.jsonbody import MAX_BODY_BYTES
 from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
@@ -29,15 +31,20 @@ from slotward.api.sweeper import sweep_forever
 from slotward.api.table import ROUTES
 from slotward.api.telemetry import observe_middleware
 from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.executions import settled
 from slotward.engine.ports import Clock, IdGenerator, Store
 
 __all__ = ["bootstrap", "build_app", "migrate", "open_store"]
 
 
+def _on_postgres(config: Config) -> bool:
+    return config.db_url.startswith(("postgresql", "postgres"))
+
+
 async def open_store(config: Config) -> Store:
     """The store named by ``config.db_url``, migrated to the current schema."""
     max_hold = config.policy().max_hold
-    if config.db_url.startswith(("postgresql", "postgres")):
+    if _on_postgres(config):
         return await PostgresStore.open(config.db_url, max_hold, config.waits())
     return SqliteStore.open(config.db_url, max_hold, config.waits())
 
@@ -77,7 +84,13 @@ async def bootstrap(
         inflight=InFlight(config.inflight_wait_ms / 1000),
         metrics=metrics,
         storms=StormWatch(chosen, clock, ids, policy, metrics),
-        completions=Completions(),
+        # SQLite has no way to signal other processes on its file: their
+        # completions are found by the waiters' fallback look.
+        completions=Completions(
+            PgSignals(config.db_url) if _on_postgres(config) else None,
+            config.wait_poll_seconds,
+            lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
+        ),
     )
 
 
@@ -119,11 +132,13 @@ def _lifetime(
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def lifetime(app: web.Application) -> AsyncIterator[None]:
         task = asyncio.create_task(sweep_forever(svc, interval)) if interval else None
+        await svc.completions.start()
         yield
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await svc.completions.close()
         await svc.storms.flush()
         await svc.store.close()
 

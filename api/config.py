@@ -35,6 +35,9 @@ class Config:
     retention_hours: int = 72
     key_cache_seconds: float = 10.0
     inflight_wait_ms: int = 1000
+    # A caller waiting (wait_ms) for a completion that no signal announced (SQLite
+    # across processes, a lost PostgreSQL listener) looks again this often.
+    wait_poll_seconds: float = 1.0
     store_timeout_seconds: float = 30.0  # longest wait in line for the store; a statement's run
     lock_timeout_seconds: float = 5.0  # longest wait for a lock another transaction holds
     rate_limit: float = 50.0  # requests per second per agent and process; 0: off
@@ -72,6 +75,7 @@ class Config:
             ),
             retention_hours=_int(env, "SLOTWARD_RETENTION_HOURS", base.retention_hours),
             inflight_wait_ms=_int(env, "SLOTWARD_INFLIGHT_WAIT_MS", base.inflight_wait_ms),
+            wait_poll_seconds=_float(env, "SLOTWARD_WAIT_POLL_SECONDS", base.wait_poll_seconds),
             key_cache_seconds=_float(env, "SLOTWARD_KEY_CACHE_SECONDS", base.key_cache_seconds),
             store_timeout_seconds=_float(env, "SLOTWARD_STORE_TIMEOUT", base.store_timeout_seconds),
             lock_timeout_seconds=_float(env, "SLOTWARD_LOCK_TIMEOUT", base.lock_timeout_seconds),
@@ -135,6 +139,10 @@ class Config:
             raise InvalidRequest(
                 "the lock timeout must be 0.1 to 60 seconds, and at most the store timeout",
                 code="invalid_config",
+            )
+        if not 0.05 <= self.wait_poll_seconds <= 300:
+            raise InvalidRequest(
+                "the wait poll interval must be 0.05 to 300 seconds", code="invalid_config"
             )
         if self.rate_burst < 0:
             raise InvalidRequest("the rate burst may not be negative", code="invalid_config")

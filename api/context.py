@@ -6,7 +6,8 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
-from slotward.api.inflight import Completions, InFlight
+from slotward.api.completions import Completions
+from slotward.api.inflight import InFlight
 from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
 from slotward.api.storms import StormWatch

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import datetime
 
 from aiohttp import web
 
 from slotward.api import calls, schemas
 from slotward.api.auth import authenticate
+from slotward.api.completions import Waiter
 from slotward.api.context import SERVICES, Services
 from slotward.api.hold_handlers import WRITERS
 from slotward.api.jsonbody import read_json
@@ -24,12 +26,13 @@ from slotward.engine.executions import (
 )
 from slotward.engine.fingerprint import check_step, strip_thoughts
 from slotward.engine.model import Reply
+from slotward.engine.ports import Clock
 
 __all__ = ["acquire_execution", "complete_execution", "read_execution"]
 
-# While waiting (wait_ms), look at the store at least this often: a completion
-# in another process wakes nobody here.
-POLL_SECONDS = 0.1
+# While waiting (wait_ms), check this often whether the client has gone: a look
+# at the connection, never at the store.
+GONE_CHECK_SECONDS = 0.5
 
 
 async def acquire_execution(request: web.Request) -> web.Response:
@@ -74,25 +77,51 @@ async def _acquire_or_wait(
     holding the lease (the holder failed retryably, or its lease expired). It
     also ends when the client has gone away (aiohttp does not cancel the
     handler then): nobody would receive a lease taken over for it.
+
+    The store is read again when the completion is signalled or the process's
+    fallback look finds the key settled (api/completions.py), and when the lease
+    runs out: never on a timer of each waiter's own.
     """
+    if wait <= 0:
+        return await _acquire(svc, req)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    key = req.keys()[0]
-    while True:
-        try:
-            reply = await svc.store.read(lambda uow: lookup_execution(uow, req, svc.clock))
-            if reply is not None:
-                return reply
-            return await svc.store.write(
-                lambda uow: acquire(uow, req, svc.policy, svc.clock, svc.ids)
-            )
-        except InProgress:
-            remaining = deadline - loop.time()
-            if remaining <= 0 or gone():
-                raise
-            await svc.completions.wait(req.principal.tenant, key, min(remaining, POLL_SECONDS))
-            if gone():
-                raise
+    with svc.completions.listen(req.principal.tenant, req.keys()[0]) as waiter:
+        while True:
+            waiter.clear()  # before the look: a completion after it still wakes us
+            try:
+                return await _acquire(svc, req)
+            except InProgress as busy:
+                now = loop.time()
+                if now >= deadline or gone():
+                    raise
+                await _pause(waiter, min(deadline, now + _lease_left(busy, svc.clock)), gone)
+                if gone():
+                    raise
+
+
+async def _acquire(svc: Services, req: ExecutionRequest) -> Reply:
+    reply = await svc.store.read(lambda uow: lookup_execution(uow, req, svc.clock))
+    if reply is not None:
+        return reply
+    return await svc.store.write(lambda uow: acquire(uow, req, svc.policy, svc.clock, svc.ids))
+
+
+async def _pause(waiter: Waiter, until: float, gone: Callable[[], bool]) -> None:
+    """Until ``waiter`` is woken, the loop time ``until``, or the client has gone."""
+    loop = asyncio.get_running_loop()
+    while (left := until - loop.time()) > 0 and not gone():
+        if await waiter.wait(min(left, GONE_CHECK_SECONDS)):
+            return
+
+
+def _lease_left(busy: InProgress, clock: Clock) -> float:
+    """Seconds until the running lease ends, when a waiter may take it over."""
+    try:
+        end = datetime.fromisoformat(str(busy.extra["lease_expires_at"]))
+    except (KeyError, ValueError):
+        return float(busy.retry_after or 1)
+    return max((end - clock.now()).total_seconds(), 0.01)
 
 
 async def complete_execution(request: web.Request) -> web.Response:

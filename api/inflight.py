@@ -3,7 +3,10 @@
 A duplicate of a create that is still being written waits (a bounded time) for
 the first request's answer and replays it; past the bound it gets 409
 ``request_in_progress`` with ``Retry-After``. Across processes the store's
-serialization does the same job: the later transaction finds the record.
+serialization does the same job: the later transaction finds the record
+(it waits for the tenant's lock, then reads what the first one committed), so
+nothing polls. Waiting for an execution's completion (``wait_ms``) is
+api/completions.py.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from dataclasses import replace
 from slotward.engine.errors import InProgress
 from slotward.engine.model import Reply
 
-__all__ = ["Completions", "InFlight"]
+__all__ = ["InFlight"]
 
 
 class InFlight:
@@ -65,38 +68,3 @@ class InFlight:
         finally:
             self.waiting -= 1
         return replace(reply, replayed=True, takeover=False, preempted=0)
-
-
-class Completions:
-    """Wakes the callers waiting (``wait_ms``) for an execution of this process to complete.
-
-    Completions in other processes are noticed by polling: ``wait`` returns
-    after ``timeout`` seconds at the latest, and the caller looks again.
-    """
-
-    def __init__(self) -> None:
-        self._events: dict[tuple[str, str], tuple[asyncio.Event, list[int]]] = {}
-
-    def __len__(self) -> int:
-        return len(self._events)
-
-    async def wait(self, tenant: str, key: str, seconds: float) -> None:
-        slot = (tenant, key)
-        entry = self._events.get(slot)
-        if entry is None:
-            entry = self._events[slot] = (asyncio.Event(), [0])
-        event, waiters = entry
-        waiters[0] += 1
-        try:
-            await asyncio.wait_for(event.wait(), seconds)
-        except TimeoutError:
-            pass
-        finally:
-            waiters[0] -= 1
-            if waiters[0] == 0 and self._events.get(slot) is entry:
-                del self._events[slot]  # nobody waits: keep no state behind
-
-    def notify(self, tenant: str, key: str) -> None:
-        entry = self._events.pop((tenant, key), None)
-        if entry is not None:
-            entry[0].set()

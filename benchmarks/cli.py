@@ -16,7 +16,8 @@ __all__ = ["ABOUT", "add_bench_parser", "run_bench"]
 ABOUT = """\
 Measure slotward against baselines measured in the same run, and check it.
 
-    slotward bench baseline|throughput|replay|race|scale [--db sqlite|postgresql://...]
+    slotward bench baseline|throughput|replay|race|scale|waiters
+        [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]
 
@@ -37,6 +38,7 @@ _COMMANDS = {
     "replay": "replayed duplicates against fresh creates",
     "race": "many agents racing for a few slots; checks every invariant",
     "scale": "claim latency with many stored holds",
+    "waiters": "another tenant's create latency with and without duplicates waiting (wait_ms)",
 }
 
 
@@ -63,6 +65,9 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         "--sizes", type=_sizes, default=(10_000, 100_000, 1_000_000),
         help="stored holds per run, comma-separated (default 10000,100000,1000000)",
     )  # fmt: skip
+    kinds.choices["waiters"].add_argument(
+        "--waiters", type=int, default=100, help="duplicates waiting meanwhile (default 100)"
+    )
 
 
 def _common(sub: argparse.ArgumentParser, name: str) -> None:
@@ -73,7 +78,7 @@ def _common(sub: argparse.ArgumentParser, name: str) -> None:
         "--workers", type=int, default=1,
         help="server processes, for slotward and the reference (default 1)",
     )  # fmt: skip
-    default = 8 if name == "scale" else 64
+    default = 8 if name in ("scale", "waiters") else 64
     if name == "race":  # --agents is the number of racing agents; they share the connections
         sub.add_argument("--concurrency", type=int, default=default,
                          help=f"concurrent connections (default {default})")  # fmt: skip
@@ -118,7 +123,8 @@ def run_bench(args: argparse.Namespace) -> int:
     try:
         db_kind(args.bench_db)
         requests = getattr(args, "requests", args.concurrency)
-        counts = (args.workers, args.concurrency, requests, getattr(args, "tenants", 1))
+        counts = (args.workers, args.concurrency, requests, getattr(args, "tenants", 1),
+                  getattr(args, "waiters", 1))  # fmt: skip
         if min(counts) < 1 or args.seconds <= 0:
             raise ValueError("every count and --seconds must be positive")
         settings = Settings(db=args.bench_db, workers=args.workers, concurrency=args.concurrency,
@@ -157,6 +163,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
         from slotward.benchmarks.race import race
 
         return race(settings, agents=args.agents, slots=args.slots, seed=args.seed)
+    if args.bench == "waiters":
+        from slotward.benchmarks.waiters import waiters
+
+        return waiters(settings, count=args.waiters)
     from slotward.benchmarks.scale import scale
 
     return scale(settings, sizes=args.sizes)

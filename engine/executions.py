@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Literal
@@ -55,6 +55,7 @@ __all__ = [
     "find_record",
     "get_execution",
     "lookup_execution",
+    "settled",
     "stored_key",
 ]
 
@@ -130,6 +131,23 @@ def lookup_execution(uow: UnitOfWork, req: ExecutionRequest, clock: Clock) -> Re
         if record is None:
             return None
         return _duplicate(record, fingerprint, now)
+
+
+def settled(
+    uow: UnitOfWork, keys: Sequence[tuple[str, str]], clock: Clock
+) -> list[tuple[str, str]]:
+    """Which ``(tenant, stored key)`` no longer run a live lease: their waiters may look.
+
+    Read-only, for the waiters' fallback (api/completions.py): one read for all.
+    """
+    with uow:
+        now = clock.now()
+        records = [(name, uow.ledger.get(*name)) for name in keys]
+    return [
+        name for name, record in records
+        if record is None or record.state != "executing" or record.lease_expires_at is None
+        or record.lease_expires_at <= now
+    ]  # fmt: skip
 
 
 def acquire(

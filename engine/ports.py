@@ -33,6 +33,7 @@ __all__ = [
     "IdGenerator",
     "Ledger",
     "Outbox",
+    "Signals",
     "Stats",
     "Store",
     "UnitOfWork",
@@ -275,5 +276,25 @@ class Store(Protocol):
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T: ...
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T: ...
+
+    async def close(self) -> None: ...
+
+
+class Signals(Protocol):
+    """Tells the other server processes that something they may be waiting for changed.
+
+    Best effort by nature: a signal is lost with a dropped connection or a crash
+    between a commit and its signal, so whoever waits for one also looks again
+    on a slow timer. A ``topic`` is a short opaque string carrying no secret.
+    """
+
+    async def start(self, receive: Callable[[str | None], None]) -> None:
+        """Deliver the other processes' topics to ``receive`` from now on. ``None``
+        means some may have been missed (the transport was down): look again at all."""
+        ...
+
+    def send(self, topic: str) -> None:
+        """Signal ``topic``, once the change it announces has committed; never blocks."""
+        ...
 
     async def close(self) -> None: ...

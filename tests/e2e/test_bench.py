@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from slotward.benchmarks.race_plan import TENANT, agents, race_tasks, rephrased
+from slotward.benchmarks.waiters import ROUNDS
 from tests.e2e.conftest import Server
 from tests.pgserver import PgServer
 
@@ -135,6 +136,36 @@ def test_scale_reports_each_size_against_the_smallest(tmp_path: Path) -> None:
         large["p99_ms"] / small["p99_ms"], rel=0.01)  # fmt: skip
     assert "claim p50 with 2,000 holds / with 500" in done.stdout
     assert png.read_bytes().startswith(PNG)
+
+
+def _waiters(done: subprocess.CompletedProcess[str], out: Path, waiters: int) -> dict[str, Any]:
+    found = _measured(done, out)
+    assert list(found) == ["alone", "waiters"]
+    alone, crowded = found["alone"], found["waiters"]
+    assert alone["statuses"] == crowded["statuses"] == {"201": alone["requests"]}
+    assert crowded["waiters"] == waiters
+    assert crowded["p99_ratio_to_alone"] == pytest.approx(
+        crowded["p99_ms"] / alone["p99_ms"], rel=0.01)  # fmt: skip
+    assert f"another tenant's create p99 with {waiters} waiters / without" in done.stdout
+    assert f"waiters: {waiters * ROUNDS} in all" in done.stdout  # each answered by its completion
+    return found
+
+
+def test_waiters_measure_another_tenants_creates_with_and_without_them(tmp_path: Path) -> None:
+    out = tmp_path / "out.json"
+    done = _bench("waiters", "--requests", "80", "--concurrency", "4", "--waiters", "12",
+                  "--json", str(out))  # fmt: skip
+    assert _waiters(done, out, 12)["alone"]["db"] == "sqlite"
+
+
+def test_waiters_on_postgresql_with_two_workers(postgres: PgServer, tmp_path: Path) -> None:
+    """Waiters and completions land on either worker: a NOTIFY crosses between them."""
+    out = tmp_path / "out.json"
+    done = _bench("waiters", "--db", postgres.url("postgres"), "--workers", "2",
+                  "--requests", "80", "--concurrency", "4", "--waiters", "12",
+                  "--json", str(out))  # fmt: skip
+    assert _waiters(done, out, 12)["waiters"]["workers"] == 2
+    assert _bench_databases(postgres) == []
 
 
 def _bench_databases(postgres: PgServer) -> list[str]:

@@ -401,7 +401,8 @@ async def test_records_are_purged_after_retention(server: Server) -> None:
 async def test_wait_ms_sees_a_completion_made_by_another_process(
     server: Server, database: tuple[str, Any]
 ) -> None:
-    """A second app on the same database: its completion wakes nobody here, polling finds it."""
+    """A second app on the same database: on PostgreSQL its NOTIFY wakes the waiter here;
+    on SQLite nothing signals across processes and the fallback poll (1 s) finds it."""
     url, _ = database
     config = Config(db_url=url)
     other = await bootstrap(config, clock=server.clock)
@@ -596,7 +597,7 @@ async def test_a_waiter_whose_client_left_takes_nothing_over(server: Server) -> 
             if name == "slotward_http_requests_total" and ("route", "/v1/executions") in labels
         )  # fmt: skip
 
-    for _ in range(400):  # bounded: the handler notices within one poll (0.1 s)
+    for _ in range(400):  # bounded: the handler looks at its connection every 0.5 s
         if await waiter_answered() == 2:
             break
         await asyncio.sleep(0.01)

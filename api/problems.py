@@ -17,11 +17,33 @@ from aiohttp.typedefs import Handler
 
 from slotward.engine.errors import SlotwardError
 
-__all__ = ["problem_middleware", "problem_response"]
+__all__ = ["PROBLEM_TYPE", "problem_body", "problem_middleware", "problem_response"]
 
 log = logging.getLogger("slotward.api")
 
 PROBLEM_TYPE = "application/problem+json"
+
+
+def problem_body(
+    status: int,
+    title: str,
+    code: str,
+    detail: str,
+    *,
+    retryable: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> bytes:
+    """The problem+json document, as bytes (api/edges.py writes one before any request)."""
+    body = {
+        "type": f"urn:slotward:problem:{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "retryable": retryable,
+        **(extra or {}),
+    }
+    return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 
 def problem_response(
@@ -34,18 +56,15 @@ def problem_response(
     extra: dict[str, Any] | None = None,
     headers: dict[str, str] | None = None,
 ) -> web.Response:
-    body = {
-        "type": f"urn:slotward:problem:{code}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "code": code,
-        "retryable": retryable,
-        **(extra or {}),
-    }
+    if status == 401:
+        # RFC 9110 section 11.6.1: a 401 names the scheme that would be accepted.
+        challenge = 'Bearer realm="slotward"'
+        if code == "invalid_api_key":
+            challenge += ', error="invalid_token"'  # RFC 6750 section 3.1
+        headers = {**(headers or {}), "WWW-Authenticate": challenge}
     return web.Response(
         status=status,
-        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        body=problem_body(status, title, code, detail, retryable=retryable, extra=extra),
         content_type=PROBLEM_TYPE,
         headers=headers,
     )

@@ -1,0 +1,261 @@
+"""The edge of the server: everything between an accepted socket and the app.
+
+`slotward serve` (api/serving.py) and the end-to-end tests (tests/e2e/conftest.py)
+both serve through :func:`build_runner`, so the tests exercise what production
+runs. aiohttp's connection protocol is replaced by a subclass for four reasons:
+
+- **Parser refusals.** aiohttp logs a request its HTTP parser refuses at ERROR
+  with the offending bytes (an ``Authorization`` line with a stray CR, so the
+  API key) and answers ``text/plain`` echoing them. Here the refusal is a 400
+  problem+json ``malformed_request`` whose detail names the kind of fault from
+  a fixed table, and the log line names the exception class only.
+- **Slow clients.** aiohttp closes a connection that has not sent a whole head
+  only at its keep-alive deadline (an hour by default). Here a head must be
+  complete within ``config.head_timeout_seconds`` of the connection opening, or
+  of its first byte on a kept-alive connection; idle keep-alive lasts
+  ``config.keepalive_seconds``. A connection that misses either is closed
+  without an answer.
+- **A cap.** Beyond ``config.max_connections`` open connections a process
+  answers a new one at once with a 503 problem+json (``Retry-After: 1``,
+  ``Connection: close``) before reading anything, then closes it.
+- **Server header.** ``Server: slotward`` on every answer, not the Python and
+  aiohttp versions.
+
+The subclass leans on aiohttp 3.14's ``RequestHandler`` internals
+(``_messages``, ``_request_in_progress``, ``_request_count``);
+tests/e2e/test_edges.py fails if an upgrade changes them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import traceback
+from typing import Any
+
+from aiohttp import hdrs, web
+from aiohttp.http_exceptions import (
+    BadHttpMethod,
+    BadStatusLine,
+    HttpProcessingError,
+    InvalidHeader,
+    InvalidURLError,
+    LineTooLong,
+)
+
+from slotward.api.config import Config
+from slotward.api.problems import problem_body, problem_response
+
+__all__ = ["SERVER_NAME", "build_runner"]
+
+SERVER_NAME = "slotward"
+
+log = logging.getLogger("slotward.edge")
+
+# What a refused head gets told: chosen by the exception's class, never its
+# message (aiohttp's messages quote the bytes it refused).
+_FAULTS: tuple[tuple[type[HttpProcessingError], str], ...] = (
+    (LineTooLong, "a request line or header field is longer than the server accepts"),
+    (BadHttpMethod, "the request method is not a valid HTTP token"),
+    (BadStatusLine, "the request line is not 'METHOD target HTTP/1.x' ended by CRLF"),
+    (InvalidURLError, "the request target is not a valid URL"),
+    (InvalidHeader, "a header name or value is not valid"),
+)
+_DEFAULT_FAULT = (
+    "the request is not valid HTTP/1.1: every line must end in CRLF and hold no control characters"
+)
+
+
+def build_runner(app: web.Application, config: Config, *, shutdown_timeout: float) -> web.AppRunner:
+    """The runner serving ``app`` behind the edge that ``config`` sets."""
+    app.on_response_prepare.append(_name_the_server)
+    return _EdgeRunner(app, config, shutdown_timeout=shutdown_timeout)
+
+
+async def _name_the_server(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers[hdrs.SERVER] = SERVER_NAME  # a handler that streams its answer
+
+
+class _EdgeRunner(web.AppRunner):
+    __slots__ = ("_config",)
+
+    def __init__(self, app: web.Application, config: Config, *, shutdown_timeout: float) -> None:
+        super().__init__(
+            app, handle_signals=False, access_log=None, shutdown_timeout=shutdown_timeout
+        )
+        self._config = config
+
+    async def _make_server(self) -> web.Server:
+        plain = await super()._make_server()  # the app started, its handler and request factory
+        return _EdgeServer(plain, self._config)
+
+
+class _EdgeServer(web.Server):
+    """aiohttp's server, making :class:`_EdgeHandler` protocols."""
+
+    def __init__(self, plain: web.Server, config: Config) -> None:
+        super().__init__(
+            plain.request_handler,
+            request_factory=plain.request_factory,
+            handler_cancellation=plain.handler_cancellation,
+        )
+        self.config = config
+
+    def __call__(self) -> web.RequestHandler:
+        return _EdgeHandler(self, loop=asyncio.get_running_loop(), config=self.config)
+
+
+class _EdgeHandler(web.RequestHandler):
+    """One connection: head timeout, connection cap, quiet parser refusals."""
+
+    def __init__(self, manager: _EdgeServer, *, loop: asyncio.AbstractEventLoop, config: Config):
+        super().__init__(
+            manager,
+            loop=loop,
+            keepalive_timeout=config.keepalive_seconds,
+            logger=log,
+            # None turns aiohttp's access log off (documented, though typed Logger):
+            # the observe middleware writes the one access line per request.
+            access_log=None,  # type: ignore[arg-type]
+        )
+        self._edge = manager
+        self._edge_loop = loop
+        self._head_seconds = config.head_timeout_seconds
+        self._max_connections = config.max_connections
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._refused = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        if len(self._edge.connections) >= self._max_connections:
+            self._refuse(transport)
+            return
+        super().connection_made(transport)
+        self._arm_head_timer()
+
+    def _refuse(self, transport: asyncio.BaseTransport) -> None:
+        self._refused = True
+        log.warning(
+            "refused a connection: %d open, the limit",
+            self._max_connections,
+            extra={"max_connections": self._max_connections},
+        )
+        if isinstance(transport, asyncio.WriteTransport):
+            transport.write(_CAP_ANSWER)
+        transport.close()  # sends what was written, then closes
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        waiting_for_head = self._waiting_for_head()
+        heads = self._request_count
+        super().data_received(data)
+        if self._request_count != heads:  # a whole head arrived
+            self._cancel_head_timer()
+        elif data and waiting_for_head and self._head_timer is None:
+            self._arm_head_timer()  # the first byte of a head on a kept-alive connection
+
+    def _waiting_for_head(self) -> bool:
+        """Between requests: not handling one, none parsed and waiting."""
+        return not self._messages and not self._request_in_progress
+
+    def _arm_head_timer(self) -> None:
+        self._cancel_head_timer()
+        self._head_timer = self._edge_loop.call_later(self._head_seconds, self._head_expired)
+
+    def _cancel_head_timer(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_expired(self) -> None:
+        self._head_timer = None
+        if self._waiting_for_head() and self.transport is not None:
+            log.info(
+                "closed a connection: its request head took longer than %g s",
+                self._head_seconds,
+                extra={"head_timeout_seconds": self._head_seconds},
+            )
+            self.force_close()
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._cancel_head_timer()
+        if not self._refused:
+            super().connection_lost(exc)
+
+    async def finish_response(
+        self, request: web.BaseRequest, resp: web.StreamResponse, start_time: float | None
+    ) -> tuple[web.StreamResponse, bool]:
+        if not resp.prepared:
+            resp.headers[hdrs.SERVER] = SERVER_NAME
+        return await super().finish_response(request, resp, start_time)
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        """The answer to a request that never reached the app; ``message`` is not used."""
+        if request.writer.output_size > 0:
+            raise ConnectionError("an answer was already sent")  # as aiohttp does
+        if status == 400:
+            log.info(
+                "refused a request the HTTP parser could not read",
+                extra={"status": 400, "outcome": "malformed_request", "error": _name(exc)},
+            )
+            detail = _fault(exc)
+            resp = problem_response(400, "Bad Request", "malformed_request", detail)
+        else:
+            self.log_exception("error answering a request", exc_info=exc)
+            resp = problem_response(
+                500, "Internal error", "internal_error", "an unexpected error occurred",
+                retryable=True,
+            )  # fmt: skip
+        resp.force_close()
+        return resp
+
+    def log_exception(self, *args: Any, **kw: Any) -> None:
+        """aiohttp's own error logging, without exception messages (they may quote input)."""
+        exc = kw.get("exc_info")
+        if isinstance(exc, (web.RequestPayloadError, HttpProcessingError)):
+            log.info(
+                "closed a connection whose body could not be read",
+                extra={"error": _name(exc)},
+            )
+            return
+        fields: dict[str, Any] = {"error": _name(exc)}
+        if isinstance(exc, BaseException):
+            fields["frames"] = "".join(traceback.format_tb(exc.__traceback__))
+        log.error(str(args[0]) if args else "error", extra=fields)
+
+
+def _fault(exc: BaseException | None) -> str:
+    for kind, detail in _FAULTS:
+        if isinstance(exc, kind):
+            return detail
+    return _DEFAULT_FAULT
+
+
+def _name(exc: object) -> str | None:
+    return type(exc).__name__ if isinstance(exc, BaseException) else None
+
+
+def _cap_answer() -> bytes:
+    body = problem_body(
+        503, "Service Unavailable", "too_many_connections",
+        "this server process has as many connections open as it accepts; retry shortly",
+        retryable=True,
+    )  # fmt: skip
+    head = (
+        "HTTP/1.1 503 Service Unavailable\r\n"
+        f"Server: {SERVER_NAME}\r\n"
+        "Content-Type: application/problem+json\r\n"
+        f"Content-Length: {len(body)}\r\n"
+        "Retry-After: 1\r\n"
+        "Connection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+_CAP_ANSWER = _cap_answer()

@@ -95,11 +95,28 @@ class _EdgeServer(web.Server):
 
     def __init__(self, plain: web.Server, config: Config) -> None:
         super().__init__(
-            plain.request_handler,
+            self._handle,
             request_factory=plain.request_factory,
             handler_cancellation=plain.handler_cancellation,
         )
+        self._app_handler = plain.request_handler
         self.config = config
+
+    async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        """The app's handler, and what the app does before its middleware, as problems."""
+        expect = request.headers.get(hdrs.EXPECT)
+        if expect is not None and expect.lower() != "100-continue":
+            # aiohttp's own answer is text/plain quoting the header (a 500 past ASCII).
+            return problem_response(
+                417, "Expectation Failed", "unsupported_expectation",
+                "the only expectation served is 'Expect: 100-continue'",
+            )  # fmt: skip
+        try:
+            return await self._app_handler(request)
+        except web.HTTPException as exc:  # raised before the problem middleware runs
+            if exc.status < 400:
+                raise
+            return problem_response(exc.status, exc.reason, "http_error", exc.reason)
 
     def __call__(self) -> web.RequestHandler:
         return _EdgeHandler(self, loop=asyncio.get_running_loop(), config=self.config)
@@ -213,6 +230,7 @@ class _EdgeHandler(web.RequestHandler):
                 retryable=True,
             )  # fmt: skip
         resp.force_close()
+        resp.headers[hdrs.CONNECTION] = "close"  # said, not only implied by HTTP/1.0
         return resp
 
     def log_exception(self, *args: Any, **kw: Any) -> None:

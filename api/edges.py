@@ -34,36 +34,22 @@ import traceback
 from typing import Any
 
 from aiohttp import hdrs, web
-from aiohttp.http_exceptions import (
-    BadHttpMethod,
-    BadStatusLine,
-    HttpProcessingError,
-    InvalidHeader,
-    InvalidURLError,
-    LineTooLong,
-)
+from aiohttp.http_exceptions import HttpProcessingError
 
 from slotward.api.config import Config
-from slotward.api.problems import problem_body, problem_response
+from slotward.api.problems import (
+    early_http_problem,
+    internal_error,
+    parser_refusal,
+    too_many_connections,
+    unsupported_expectation,
+)
 
 __all__ = ["SERVER_NAME", "build_runner"]
 
 SERVER_NAME = "slotward"
 
 log = logging.getLogger("slotward.edge")
-
-# What a refused head gets told: chosen by the exception's class, never its
-# message (aiohttp's messages quote the bytes it refused).
-_FAULTS: tuple[tuple[type[HttpProcessingError], str], ...] = (
-    (LineTooLong, "a request line or header field is longer than the server accepts"),
-    (BadHttpMethod, "the request method is not a valid HTTP token"),
-    (BadStatusLine, "the request line is not 'METHOD target HTTP/1.x' ended by CRLF"),
-    (InvalidURLError, "the request target is not a valid URL"),
-    (InvalidHeader, "a header name or value is not valid"),
-)
-_DEFAULT_FAULT = (
-    "the request is not valid HTTP/1.1: every line must end in CRLF and hold no control characters"
-)
 
 
 def build_runner(app: web.Application, config: Config, *, shutdown_timeout: float) -> web.AppRunner:
@@ -107,16 +93,13 @@ class _EdgeServer(web.Server):
         expect = request.headers.get(hdrs.EXPECT)
         if expect is not None and expect.lower() != "100-continue":
             # aiohttp's own answer is text/plain quoting the header (a 500 past ASCII).
-            return problem_response(
-                417, "Expectation Failed", "unsupported_expectation",
-                "the only expectation served is 'Expect: 100-continue'",
-            )  # fmt: skip
+            return unsupported_expectation()
         try:
             return await self._app_handler(request)
         except web.HTTPException as exc:  # raised before the problem middleware runs
             if exc.status < 400:
                 raise
-            return problem_response(exc.status, exc.reason, "http_error", exc.reason)
+            return early_http_problem(exc)
 
     def __call__(self) -> web.RequestHandler:
         return _EdgeHandler(self, loop=asyncio.get_running_loop(), config=self.config)
@@ -221,16 +204,12 @@ class _EdgeHandler(web.RequestHandler):
                 "refused a request the HTTP parser could not read",
                 extra={"status": 400, "outcome": "malformed_request", "error": _name(exc)},
             )
-            detail = _fault(exc)
-            resp = problem_response(400, "Bad Request", "malformed_request", detail)
+            resp = parser_refusal(exc)
         else:
             self.log_exception("error answering a request", exc_info=exc)
-            resp = problem_response(
-                500, "Internal error", "internal_error", "an unexpected error occurred",
-                retryable=True,
-            )  # fmt: skip
+            resp = internal_error()
+            resp.headers[hdrs.CONNECTION] = "close"
         resp.force_close()
-        resp.headers[hdrs.CONNECTION] = "close"  # said, not only implied by HTTP/1.0
         return resp
 
     def log_exception(self, *args: Any, **kw: Any) -> None:
@@ -248,32 +227,8 @@ class _EdgeHandler(web.RequestHandler):
         log.error(str(args[0]) if args else "error", extra=fields)
 
 
-def _fault(exc: BaseException | None) -> str:
-    for kind, detail in _FAULTS:
-        if isinstance(exc, kind):
-            return detail
-    return _DEFAULT_FAULT
-
-
 def _name(exc: object) -> str | None:
     return type(exc).__name__ if isinstance(exc, BaseException) else None
 
 
-def _cap_answer() -> bytes:
-    body = problem_body(
-        503, "Service Unavailable", "too_many_connections",
-        "this server process has as many connections open as it accepts; retry shortly",
-        retryable=True,
-    )  # fmt: skip
-    head = (
-        "HTTP/1.1 503 Service Unavailable\r\n"
-        f"Server: {SERVER_NAME}\r\n"
-        "Content-Type: application/problem+json\r\n"
-        f"Content-Length: {len(body)}\r\n"
-        "Retry-After: 1\r\n"
-        "Connection: close\r\n\r\n"
-    )
-    return head.encode("ascii") + body
-
-
-_CAP_ANSWER = _cap_answer()
+_CAP_ANSWER = too_many_connections(SERVER_NAME)

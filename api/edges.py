@@ -20,10 +20,16 @@ runs. aiohttp's connection protocol is replaced by a subclass for four reasons:
   ``Connection: close``) before reading anything, then closes it.
 - **Server header.** ``Server: slotward`` on every answer, not the Python and
   aiohttp versions.
+- **Before the middleware.** An ``Expect`` other than 100-continue (aiohttp
+  answers it text/plain quoting the header, a 500 past ASCII), or any aiohttp
+  HTTP error raised before the app's middleware, is a problem+json too.
 
-The subclass leans on aiohttp 3.14's ``RequestHandler`` internals
-(``_messages``, ``_request_in_progress``, ``_request_count``);
-tests/e2e/test_edges.py fails if an upgrade changes them.
+aiohttp 3.14 has no supported way to choose the protocol class or its error
+answers (``logger=`` alone would still echo the bytes in the 400's body), so
+this overrides ``AppRunner._make_server`` and leans on ``RequestHandler``
+internals (``_messages``, ``_request_in_progress``, ``_request_count``,
+``handle_error``, ``log_exception``); tests/e2e/test_edges.py and
+test_slow_clients.py fail if an upgrade changes them. Nothing global is patched.
 """
 
 from __future__ import annotations

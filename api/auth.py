@@ -5,6 +5,7 @@ revocable by their id. Checking a presented key: api/keycache.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
@@ -26,6 +27,8 @@ __all__ = [
     "require_role",
     "revoke_key",
 ]
+
+_PRINTABLE_ASCII = re.compile(r"[!-~]+")
 
 ROLES: tuple[Role, ...] = ("agent", "reviewer", "admin")
 
@@ -74,9 +77,13 @@ async def authenticate(
     """The caller of ``request``, or 401, 429 (over its rate) or 403."""
     header = request.headers.get("Authorization", "")
     scheme, _, secret = header.partition(" ")
-    if scheme.lower() != "bearer" or not secret.strip():
+    secret = secret.strip()
+    if scheme.lower() != "bearer" or not secret:
         raise Unauthenticated("send 'Authorization: Bearer <api key>'", code="missing_api_key")
-    principal = await cache.principal(secret.strip())
+    if not _PRINTABLE_ASCII.fullmatch(secret):
+        # No key has other bytes; refused before any lookup or hashing sees them.
+        raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
+    principal = await cache.principal(secret)
     if principal is None:
         raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
     request[PRINCIPAL] = principal

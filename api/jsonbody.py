@@ -94,7 +94,9 @@ async def read_json(
     Raises:
         BodyTooLarge: the body is longer than ``max_bytes``.
         RequestTimeout: the body took longer than ``BODY_SECONDS`` (408).
-        MalformedBody: as :func:`decode_json`.
+        MalformedBody: as :func:`decode_json`, or ``undecodable_body`` when
+            the body does not match its ``Content-Encoding`` (a "gzip" body
+            that is not gzip) or its chunked framing.
     """
     declared = request.content_length
     if declared is not None and declared > max_bytes:
@@ -105,6 +107,13 @@ async def read_json(
     except TimeoutError:
         raise RequestTimeout(
             f"the body did not arrive within {BODY_SECONDS:g} s", code="body_timeout"
+        ) from None
+    except web.RequestPayloadError:
+        # aiohttp's message is not passed on: it may quote the bytes it refused.
+        raise MalformedBody(
+            "the body could not be decoded: it does not match its Content-Encoding"
+            " or its chunked Transfer-Encoding",
+            code="undecodable_body",
         ) from None
     if allow_empty and not raw:
         return {}

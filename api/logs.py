@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
 from slotward.api.config import Config
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "record_fields"]
+__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "escape", "record_fields"]
 
 # Attributes every LogRecord has; anything else on a record came from `extra`.
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -36,6 +37,9 @@ def _timestamp(record: logging.LogRecord) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
+_JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
 class JsonFormatter(logging.Formatter):
     """``{"ts", "level", "logger", "msg", ...fields}`` on one line."""
 
@@ -52,18 +56,60 @@ class JsonFormatter(logging.Formatter):
             doc["exc"] = self.formatException(record.exc_info)
         if record.stack_info:
             doc["stack"] = self.formatStack(record.stack_info)
-        return json.dumps(doc, default=str, ensure_ascii=False, separators=(",", ":"))
+        line = json.dumps(doc, default=str, ensure_ascii=False, separators=(",", ":"))
+        # json escapes C0 only; these would still split the line for a reader
+        # that breaks on every Unicode line boundary (str.splitlines), or fail
+        # to encode (a lone surrogate). Outside strings JSON is ASCII, so an
+        # escape is always inside one.
+        return _JSON_UNSAFE.sub(lambda c: f"\\u{ord(c.group()):04x}", line)
+
+
+# What could end a line or steer a terminal (C0, DEL, C1, the Unicode line and
+# paragraph separators), a lone surrogate (an undecodable header byte), and the
+# backslash that starts an escape, so that an escape reads one way only.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\\]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+# A value with one of these is quoted, so it cannot pass for further fields.
+_NEEDS_QUOTES = re.compile(r'[\s"=]|^$')
+
+
+def _escape_one(found: re.Match[str]) -> str:
+    char = found.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    return f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}"
+
+
+def escape(text: str) -> str:
+    """``text`` on one line: control characters and line breaks as backslash escapes."""
+    return _UNSAFE.sub(_escape_one, text)
+
+
+def _field(name: str, value: object) -> str:
+    shown = escape(str(value))
+    if _NEEDS_QUOTES.search(shown):
+        shown = '"' + shown.replace('"', '\\"') + '"'
+    return f"{escape(name)}={shown}"
 
 
 class TextFormatter(logging.Formatter):
-    """``ts LEVEL logger msg name=value ...``, for a person at a terminal."""
+    """``ts LEVEL logger msg name=value ...``, for a person at a terminal.
+
+    A record is one line whatever it holds: a newline or another control
+    character in the message or a value is written as an escape (``\\n``,
+    ``\\x1b``), and a value with a space, ``"`` or ``=`` is quoted. Only a
+    traceback spans lines, each indented, so a line that starts with a
+    timestamp is always a record.
+    """
 
     def format(self, record: logging.LogRecord) -> str:
-        parts = [_timestamp(record), record.levelname, record.name, record.getMessage()]
-        parts += [f"{name}={value}" for name, value in record_fields(record).items()]
+        parts = [_timestamp(record), record.levelname, escape(record.name)]
+        parts.append(escape(record.getMessage()))
+        parts += [_field(name, value) for name, value in record_fields(record).items()]
         line = " ".join(parts)
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            trace = self.formatException(record.exc_info).split("\n")
+            line += "".join(f"\n  {escape(part)}" for part in trace)
         return line
 
 

@@ -33,6 +33,7 @@ from aiohttp import web
 from slotward.api.app import bootstrap, build_app, migrate, open_store
 from slotward.api.auth import create_key
 from slotward.api.config import Config
+from slotward.api.edges import build_runner
 from slotward.api.logs import configure_logging
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
@@ -174,11 +175,7 @@ async def _serve_one(
     anything is printed. A worker announces nothing; its parent does.
     """
     services = await bootstrap(config)
-    # access_log=None: the observe middleware writes the one access line per request.
-    runner = web.AppRunner(
-        build_app(services, config), handle_signals=False, access_log=None,
-        shutdown_timeout=STOP_SECONDS,
-    )  # fmt: skip
+    runner = build_runner(build_app(services, config), config, shutdown_timeout=STOP_SECONDS)
     await runner.setup()
     stop = _stop_on_signals()
     watcher: asyncio.Task[None] | None = None

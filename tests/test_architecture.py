@@ -138,6 +138,17 @@ def test_tests_serve_the_app_as_production_does() -> None:
         assert "aiohttp.test_utils" not in used, f"{path} uses aiohttp.test_utils: use serving()"
 
 
+def test_the_app_is_served_only_through_the_edge() -> None:
+    """api/edges.py holds the protection a bare aiohttp runner lacks (parser refusals
+    that log no key, head timeout, connection cap); tests/e2e/conftest.py ``serving``
+    uses it. A second runner of the app once served tests without it."""
+    runners = {"web.AppRunner", "web.ServerRunner", "web.Server", "web.run_app"}
+    edge = ROOT / "api" / "edges.py"
+    for path in [*_modules("api"), *sorted((ROOT / "tests").rglob("*.py"))]:
+        if path != edge:
+            assert not runners & _calls(path), f"{path} serves without api/edges.py"
+
+
 def _all_modules() -> list[str]:
     names = []
     for info in pkgutil.walk_packages(slotward.__path__, "slotward."):
@@ -177,7 +188,8 @@ def test_errors_become_responses_in_one_place() -> None:
             tree = ast.parse(path.read_text())
             literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
             assert "application/problem+json" not in literals, f"{path} builds problems itself"
-            if path.name != "app.py":  # app.py installs the middleware
+            # app.py installs the middleware; edges.py answers before it runs.
+            if path.name not in ("app.py", "edges.py"):
                 assert "slotward.api.problems" not in _imports(path), f"{path} builds problems"
 
 

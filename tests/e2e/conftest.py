@@ -26,6 +26,8 @@ from slotward.api.app import bootstrap, build_app, open_store
 from slotward.api.auth import create_key
 from slotward.api.config import Config
 from slotward.api.context import Services
+from slotward.api.edges import build_runner
+from slotward.api.serving import STOP_SECONDS
 from slotward.api.sweeper import sweep_once
 from slotward.engine.clock import FixedClock
 from slotward.engine.model import Principal, Role
@@ -222,20 +224,22 @@ async def server(
     if store_wrapper is not None:
         store = store_wrapper(store)
     services = await bootstrap(config, store=store, clock=clock)
-    async with serving(build_app(services, config, sweep=False)) as base:
+    async with serving(build_app(services, config, sweep=False), config) as base:
         connector = aiohttp.TCPConnector(limit=200)
         async with aiohttp.ClientSession(connector=connector) as session:
             yield Server(services, clock, db, base, session)
 
 
 @contextlib.asynccontextmanager
-async def serving(app: web.Application) -> AsyncIterator[str]:
+async def serving(app: web.Application, config: Config | None = None) -> AsyncIterator[str]:
     """Serve ``app`` on a free loopback port as `slotward serve` does; yield its base URL.
 
-    Not aiohttp's TestServer: that one cancels a handler whose client hangs
-    up, and production (like aiohttp's default) lets it run on.
+    The runner is production's (api/edges.py: timeouts, connection cap, parser
+    refusals), with ``config``'s edge settings (the defaults without one). Not
+    aiohttp's TestServer: that one cancels a handler whose client hangs up, and
+    production (like aiohttp's default) lets it run on.
     """
-    runner = web.AppRunner(app, access_log=None)
+    runner = build_runner(app, config or Config(), shutdown_timeout=STOP_SECONDS)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

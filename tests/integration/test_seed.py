@@ -21,7 +21,6 @@ from typing import Any
 
 import aiohttp
 import pytest
-from aiohttp import web
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
@@ -40,6 +39,7 @@ from slotward.engine.model import Principal
 from slotward.engine.placing import TOOL
 from slotward.engine.timenorm import Interval, format_instant
 from tests.conftest import TEMPLATE
+from tests.e2e.conftest import serving
 from tests.pgserver import PgServer
 
 COUNT = 2000
@@ -104,16 +104,9 @@ async def api(db: Db) -> AsyncIterator[Api]:
     made = await services.store.write(
         lambda uow: create_key(uow, principal, clock, services.ids, hasher)
     )
-    runner = web.AppRunner(build_app(services, config, sweep=False), access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    host, port = runner.addresses[0][:2]
-    try:
-        async with aiohttp.ClientSession() as session:
-            yield Api(session, f"http://{host}:{port}", {"Authorization": f"Bearer {made.secret}"})
-    finally:
-        await runner.cleanup()
+    app = build_app(services, config, sweep=False)
+    async with serving(app, config) as base, aiohttp.ClientSession() as session:
+        yield Api(session, base, {"Authorization": f"Bearer {made.secret}"})
 
 
 def test_the_seeded_rows_fill_every_column_of_the_schema() -> None:

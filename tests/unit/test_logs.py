@@ -111,3 +111,52 @@ def test_log_settings_come_from_the_environment() -> None:
     assert (config.log_format, config.log_level) == ("text", "WARNING")
     with pytest.raises(InvalidRequest):
         Config.from_env({"SLOTWARD_LOG_FORMAT": "JSONL"}).check_logging()
+
+
+# Each breaks a line for some reader: a terminal, `grep`, or str.splitlines.
+LINE_BREAKERS = ["\n", "\r", "\x0b", "\x0c", "\x1c", "\x85", "\u2028", "\u2029", "\x1b[2K\r"]
+
+
+@pytest.mark.parametrize("breaker", LINE_BREAKERS)
+def test_a_text_line_cannot_be_forged_through_the_message_or_a_value(breaker: str) -> None:
+    forged = "2030-01-01T00:00:00.000Z INFO slotward.access POST /v1/holds 201"
+    line = TextFormatter().format(
+        _record("got %s", f"x{breaker}{forged}", workflow=f"wf{breaker}{forged}")
+    )
+    assert len(line.splitlines()) == 1
+    assert not any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in line)
+    assert forged in line  # still readable, escaped
+
+
+def test_text_escapes_read_one_way_and_values_that_could_pass_for_fields_are_quoted() -> None:
+    line = TextFormatter().format(
+        _record("a\\nb\n", plain="wf-1", spaced="a b=c", quoted='say "hi"', empty="")
+    )
+    assert "INFO slotward.test a\\\\nb\\n plain=wf-1" in line  # a backslash, then a newline
+    assert 'spaced="a b=c"' in line
+    assert 'quoted="say \\"hi\\""' in line
+    assert 'empty=""' in line
+
+
+def test_a_text_traceback_is_indented_so_only_records_start_a_line() -> None:
+    logger = logging.getLogger("slotward.test")
+    try:
+        raise ValueError("boom\n2030-01-01T00:00:00.000Z INFO forged\rline")
+    except ValueError:
+        record = logger.makeRecord(
+            logger.name, logging.ERROR, "f.py", 1, "failed", (), sys.exc_info()
+        )
+    first, *rest = TextFormatter().format(record).splitlines()
+    assert first.endswith("ERROR slotward.test failed")
+    assert rest
+    assert all(line.startswith("  ") for line in rest)
+    assert any("forged\\rline" in line for line in rest)
+
+
+def test_json_lines_escape_what_splits_them_for_a_unicode_reader() -> None:
+    text = "a\u2028b\x85c\udcff"  # the last: an undecodable header byte
+    line = JsonFormatter().format(_record("m %s", text, value=text))
+    assert len(line.splitlines()) == 1
+    line.encode("utf-8")  # no lone surrogate left to fail the stream
+    doc = json.loads(line)
+    assert (doc["msg"], doc["value"]) == (f"m {text}", text)

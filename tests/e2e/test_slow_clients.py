@@ -1,0 +1,168 @@
+"""Slow clients cannot hold connections, and a process holds a bounded number.
+
+A client trickling one header line a second once kept its connection open for
+as long as it liked (aiohttp closes an incomplete head only at its keep-alive
+deadline, an hour by default), and 500 such connections were held. The
+timeouts here are set small through Config; the waits are bounded by
+``rawhttp.BOUND``, far above them, and assert only that the server hangs up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import logging
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from slotward.api.config import Config
+from slotward.api.logs import configure_logging
+from tests.e2e.conftest import HOLD_BODY, Server
+from tests.e2e.rawhttp import BOUND, connect, exchange, parse
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+SHORT_HEAD = {"head_timeout_seconds": 0.5, "keepalive_seconds": 60.0}
+
+
+@pytest.fixture
+def log_stream() -> Iterator[io.StringIO]:
+    root, own = logging.getLogger(), logging.getLogger("slotward")
+    handlers, level, own_level = list(root.handlers), root.level, own.level
+    stream = io.StringIO()
+    configure_logging(Config(log_format="json", log_level="INFO"), stream)
+    yield stream
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    own.setLevel(own_level)
+
+
+async def _hung_up(reader: asyncio.StreamReader) -> bytes:
+    """What the server sent before it closed the connection (bounded wait)."""
+    chunks = []
+    with contextlib.suppress(ConnectionResetError):
+        while chunk := await asyncio.wait_for(reader.read(65536), BOUND):
+            chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def _trickle(writer: asyncio.StreamWriter, start: bytes) -> None:
+    """Send ``start``, then one header line every 0.1 s, until the server hangs up."""
+    writer.write(start)
+    with contextlib.suppress(ConnectionError):
+        for n in range(int(BOUND * 10)):
+            await asyncio.sleep(0.1)
+            writer.write(b"X-Slow-%d: y\r\n" % n)
+            await writer.drain()
+
+
+@contextlib.asynccontextmanager
+async def _trickling(base: str, count: int) -> AsyncIterator[list[asyncio.StreamReader]]:
+    opened = [await connect(base) for _ in range(count)]
+    tasks = [asyncio.create_task(_trickle(w, b"GET /healthz HTTP/1.1\r\n")) for _, w in opened]
+    try:
+        yield [r for r, _ in opened]
+    finally:
+        for task in tasks:
+            task.cancel()
+        for _, writer in opened:
+            writer.close()
+
+
+async def _read_answer(reader: asyncio.StreamReader) -> bytes:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND)
+    length = int(parse(head).headers["content-length"])
+    return head + await asyncio.wait_for(reader.readexactly(length), BOUND)
+
+
+@pytest.mark.parametrize("config_overrides", [SHORT_HEAD])
+async def test_a_trickled_head_is_cut_off_while_others_are_served(
+    server: Server, log_stream: io.StringIO
+) -> None:
+    client = await server.key()
+    async with _trickling(server.base, 5) as slow:
+        made = await client.create(dict(HOLD_BODY))  # served beside them
+        assert made.status == 201
+        cut = await asyncio.gather(*(_hung_up(r) for r in slow))
+    assert cut == [b""] * 5  # closed, unanswered
+    assert (await client.get("/healthz")).status == 200
+    assert log_stream.getvalue().count("request head took longer than 0.5 s") == 5
+
+
+@pytest.mark.parametrize("config_overrides", [SHORT_HEAD])
+async def test_a_connection_that_sends_nothing_is_closed(server: Server) -> None:
+    reader, writer = await connect(server.base)
+    try:
+        assert await _hung_up(reader) == b""
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("config_overrides", [SHORT_HEAD])
+async def test_the_next_head_on_a_kept_alive_connection_has_the_same_bound(
+    server: Server,
+) -> None:
+    reader, writer = await connect(server.base)
+    try:
+        writer.write(HEALTHZ)
+        assert parse(await _read_answer(reader)).status == 200
+        trickle = asyncio.create_task(_trickle(writer, b"GET /healthz HTTP/1.1\r\n"))
+        assert await _hung_up(reader) == b""  # well before the 60 s keep-alive
+        trickle.cancel()
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("config_overrides", [{"keepalive_seconds": 0.5}])
+async def test_an_idle_kept_alive_connection_is_closed(server: Server) -> None:
+    reader, writer = await connect(server.base)
+    try:
+        for _ in range(2):  # kept alive between answers
+            writer.write(HEALTHZ)
+            assert parse(await _read_answer(reader)).status == 200
+        assert await _hung_up(reader) == b""
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize("config_overrides", [{"max_connections": 4}])
+async def test_past_the_connection_cap_a_new_connection_gets_a_503_and_is_closed(
+    server: Server, log_stream: io.StringIO
+) -> None:
+    held = [await connect(server.base) for _ in range(4)]
+    try:
+        for reader, writer in held:  # each served, then idle in keep-alive
+            writer.write(HEALTHZ)
+            assert parse(await _read_answer(reader)).status == 200
+        refused = parse(await exchange(server.base, HEALTHZ))
+        assert (refused.status, refused.headers["content-type"]) == (
+            503, "application/problem+json",
+        )  # fmt: skip
+        assert (refused.json["code"], refused.json["retryable"]) == ("too_many_connections", True)
+        assert refused.headers["retry-after"] == "1"
+        assert refused.headers["connection"] == "close"
+        assert refused.headers["server"] == "slotward"
+        reader, writer = held.pop()
+        writer.write(HEALTHZ)  # the held ones are still served
+        assert parse(await _read_answer(reader)).status == 200
+        writer.close()
+        assert await _served_again(server.base)  # once one of them has gone
+    finally:
+        for _, writer in held:
+            writer.close()
+    assert '"max_connections":4' in log_stream.getvalue()
+
+
+async def _served_again(base: str) -> bool:
+    """Whether a new connection is served once the server has seen one close (bounded)."""
+    for _ in range(int(BOUND * 20)):
+        if (
+            parse(
+                await exchange(base, HEALTHZ.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+            ).status
+            == 200
+        ):
+            return True
+        await asyncio.sleep(0.05)
+    return False

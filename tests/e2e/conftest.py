@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
+import logging
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -27,6 +29,7 @@ from slotward.api.auth import create_key
 from slotward.api.config import Config
 from slotward.api.context import Services
 from slotward.api.edges import build_runner
+from slotward.api.logs import configure_logging
 from slotward.api.serving import STOP_SECONDS
 from slotward.api.sweeper import sweep_once
 from slotward.engine.clock import FixedClock
@@ -263,3 +266,16 @@ HOLD_BODY: dict[str, Any] = {
 @pytest.fixture
 def hold_body() -> dict[str, Any]:
     return dict(HOLD_BODY)
+
+
+@pytest.fixture
+def log_stream() -> Iterator[io.StringIO]:
+    """slotward's own logging setup (JSON, DEBUG) writing to a string."""
+    root, own = logging.getLogger(), logging.getLogger("slotward")
+    handlers, level, own_level = list(root.handlers), root.level, own.level
+    stream = io.StringIO()
+    configure_logging(Config(log_format="json", log_level="DEBUG"), stream)
+    yield stream
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    own.setLevel(own_level)

@@ -15,7 +15,6 @@ import json
 import logging
 import os
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,19 +26,6 @@ from tests.e2e.rawhttp import BOUND, Raw, connect, exchange, parse, request_byte
 from tests.e2e.test_cli import SLOTWARD, _free_port
 
 PROBLEM = "application/problem+json"
-
-
-@pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    """slotward's own logging setup (JSON, DEBUG) writing to a string."""
-    root, own = logging.getLogger(), logging.getLogger("slotward")
-    handlers, level, own_level = list(root.handlers), root.level, own.level
-    stream = io.StringIO()
-    configure_logging(Config(log_format="json", log_level="DEBUG"), stream)
-    yield stream
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    own.setLevel(own_level)
 
 
 def malformed(key: str) -> dict[str, bytes]:

@@ -12,7 +12,6 @@ import logging
 import os
 import subprocess
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,19 +23,6 @@ from tests.e2e.conftest import Server
 from tests.e2e.test_cli import SLOTWARD, _call, _free_port
 
 MARKERS = ("title-marker-zeta", "thought-marker-zeta", "description-marker-zeta")
-
-
-@pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    """slotward's own logging setup (JSON, DEBUG) writing to a string."""
-    root, own = logging.getLogger(), logging.getLogger("slotward")
-    handlers, level, own_level = list(root.handlers), root.level, own.level
-    stream = io.StringIO()
-    configure_logging(Config(log_format="json", log_level="DEBUG"), stream)
-    yield stream
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    own.setLevel(own_level)
 
 
 def _lines(stream: io.StringIO) -> list[dict[str, Any]]:

@@ -12,30 +12,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
-from slotward.api.config import Config
-from slotward.api.logs import configure_logging
 from tests.e2e.conftest import HOLD_BODY, Server
 from tests.e2e.rawhttp import BOUND, connect, exchange, parse
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 SHORT_HEAD = {"head_timeout_seconds": 0.5, "keepalive_seconds": 60.0}
-
-
-@pytest.fixture
-def log_stream() -> Iterator[io.StringIO]:
-    root, own = logging.getLogger(), logging.getLogger("slotward")
-    handlers, level, own_level = list(root.handlers), root.level, own.level
-    stream = io.StringIO()
-    configure_logging(Config(log_format="json", log_level="INFO"), stream)
-    yield stream
-    root.handlers[:] = handlers
-    root.setLevel(level)
-    own.setLevel(own_level)
 
 
 async def _hung_up(reader: asyncio.StreamReader) -> bytes:

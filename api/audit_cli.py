@@ -1,10 +1,12 @@
-"""``slotward audit checkpoint`` and ``slotward audit verify``, straight on the database.
+"""``slotward audit seal|checkpoint|verify``, straight on the database.
 
-``checkpoint`` prints one signed head per tenant (one line each), to be kept
-where a database writer cannot reach; ``verify`` checks every chain (or one)
-and, given such a file, that each chain still holds its checkpoints. Both
-print one line per tenant; the exit status is 0 when every tenant passed, 1
-when one did not, 2 for an error (a bad checkpoint file, no audit key).
+``seal`` keys the chains written before the audit key was set (once, when it
+is turned on); ``checkpoint`` prints one signed head per tenant (one line
+each), to be kept where a database writer cannot reach; ``verify`` checks
+every chain (or one) and, given such a file, that each chain still holds its
+checkpoints. Each prints one line per tenant; the exit status is 0 when every
+tenant passed, 1 when one did not, 2 for an error (a bad checkpoint file, no
+audit key).
 """
 
 from __future__ import annotations
@@ -19,7 +21,12 @@ from typing import Any
 from slotward.api.app import open_store
 from slotward.api.config import Config
 from slotward.engine.audit import AuditKey
-from slotward.engine.checkpoints import Checkpoint, read_checkpoint, take_checkpoint
+from slotward.engine.checkpoints import (
+    Checkpoint,
+    read_checkpoint,
+    seal_chain,
+    take_checkpoint,
+)
 from slotward.engine.clock import SystemClock
 from slotward.engine.errors import SlotwardError, ValidationFailed
 from slotward.engine.ports import Store, UnitOfWork
@@ -29,8 +36,13 @@ __all__ = ["add_audit_parser", "run_audit"]
 
 
 def add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    audit = sub.add_parser("audit", help="checkpoint and verify the audit chains")
+    audit = sub.add_parser("audit", help="seal, checkpoint and verify the audit chains")
     commands = audit.add_subparsers(dest="audit", required=True)
+    seal = commands.add_parser(
+        "seal",
+        help="key the chains written before SLOTWARD_AUDIT_KEY was set (once, when turning it on)",
+    )
+    seal.add_argument("--tenant", help="only this tenant (default: every tenant)")
     point = commands.add_parser(
         "checkpoint", help="print a signed head per tenant (needs SLOTWARD_AUDIT_KEY)"
     )
@@ -49,8 +61,10 @@ async def run_audit(config: Config, args: argparse.Namespace) -> int:
     store = await open_store(config)
     try:
         tenants = await _tenants(store, args.tenant, points)
+        if args.audit == "seal":
+            return await _seals(store, tenants, _required(key, "a seal is keyed"))
         if args.audit == "checkpoint":
-            return await _checkpoints(store, tenants, key)
+            return await _checkpoints(store, tenants, _required(key, "a checkpoint is signed"))
         return await _verify(store, tenants, key, points)
     finally:
         await store.close()
@@ -89,12 +103,33 @@ def _stored_tenants(uow: UnitOfWork) -> list[str]:
         return uow.audit.tenants()
 
 
-async def _checkpoints(store: Store, tenants: list[str], key: AuditKey | None) -> int:
+def _required(key: AuditKey | None, why: str) -> AuditKey:
     if key is None:
         raise ValidationFailed(
-            "SLOTWARD_AUDIT_KEY is not set: a checkpoint is signed under it",
-            code="audit_key_not_set",
+            f"SLOTWARD_AUDIT_KEY is not set: {why} under it", code="audit_key_not_set"
         )
+    return key
+
+
+async def _seals(store: Store, tenants: list[str], key: AuditKey) -> int:
+    failed = 0
+    for tenant in tenants:
+        try:
+            seq = await store.write(partial(_sealed, tenant=tenant, key=key))
+        except SlotwardError as error:
+            print(f"slotward: tenant {tenant}: {error.code}: {error.detail}", file=sys.stderr)
+            failed += 1
+            continue
+        doc = {"tenant": tenant, "sealed": seq is not None, "seq": seq}
+        print(json.dumps(doc, separators=(",", ":")), flush=True)
+    return 1 if failed else 0
+
+
+def _sealed(uow: UnitOfWork, *, tenant: str, key: AuditKey) -> int | None:
+    return seal_chain(uow, tenant, key, SystemClock())
+
+
+async def _checkpoints(store: Store, tenants: list[str], key: AuditKey) -> int:
     failed = 0
     for tenant in tenants:
         try:

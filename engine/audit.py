@@ -16,6 +16,11 @@ entries into plain ones (a downgrade). Keyed is due
   of the key can sign;
 - at the head, when the server has a key (:func:`check_chain`): a chain that
   is plain to its end vouches for nothing a writer could not have rewritten.
+
+A server with the key keys the first entry of a new chain and every entry
+after a keyed one; it extends a chain that is plain to its head in plain, so
+only an operator's explicit seal (``slotward audit seal``) ever vouches for a
+plain history, and a chain a writer downgraded stays ``unkeyed`` for good.
 """
 
 from __future__ import annotations
@@ -116,11 +121,18 @@ def next_entry(
     hold_id: str | None,
     outcome: str,
     audit_key: AuditKey | None = None,
+    seal: bool = False,
 ) -> AuditEntry:
     """The entry that follows ``head`` (``(seq, hash)``) in the tenant's chain.
 
     A process without the audit key refuses to extend a keyed chain: its plain
     entry would break the chain for good (a keyed chain stays keyed).
+
+    With the key, an entry is keyed on an empty or keyed chain; a chain that is
+    plain to its head is extended in plain until an operator seals it
+    (``seal``, engine/checkpoints.py). Keying the next entry of a plain chain
+    automatically would launder it: its MAC would vouch for whatever plain
+    history a database writer had put there, a full rewrite included.
     """
     if audit_key is None and is_keyed(head[1]):
         raise Unavailable(
@@ -128,8 +140,9 @@ def next_entry(
             code="audit_key_required",
             retryable=False,
         )
+    keyed = audit_key is not None and (seal or head[0] == 0 or is_keyed(head[1]))
     draft = AuditEntry(tenant, head[0] + 1, at, actor, action, key, hold_id, outcome, head[1], "")
-    return replace(draft, hash=entry_hash(draft, audit_key))
+    return replace(draft, hash=entry_hash(draft, audit_key if keyed else None))
 
 
 @dataclass(frozen=True)

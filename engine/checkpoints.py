@@ -20,7 +20,14 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from slotward.engine.audit import GENESIS, AuditKey, check_chain, is_keyed, next_entry
+from slotward.engine.audit import (
+    GENESIS,
+    AuditKey,
+    ChainCheck,
+    check_chain,
+    is_keyed,
+    next_entry,
+)
 from slotward.engine.errors import Conflict, ValidationFailed
 from slotward.engine.fingerprint import canonical_json
 from slotward.engine.ports import Clock, UnitOfWork
@@ -30,6 +37,7 @@ __all__ = [
     "SEAL_ACTION",
     "Checkpoint",
     "read_checkpoint",
+    "seal_chain",
     "sign_checkpoint",
     "take_checkpoint",
 ]
@@ -38,7 +46,7 @@ _PREFIX = "swcp1"
 _MAX_CHARS = 2048
 _B64 = re.compile(r"[A-Za-z0-9_-]+")
 _FIELDS = {"tenant", "seq", "hash", "at"}
-SEAL_ACTION = "audit.seal"  # the keyed entry a checkpoint of a plain chain appends
+SEAL_ACTION = "audit.seal"  # the keyed entry `slotward audit seal` appends to a plain chain
 
 
 @dataclass(frozen=True)
@@ -134,31 +142,53 @@ def _parse(payload: bytes) -> Checkpoint:
 
 
 def take_checkpoint(uow: UnitOfWork, tenant: str, key: AuditKey, clock: Clock) -> str:
-    """Verify the tenant's chain and sign its head; seal a plain chain first.
+    """Verify the tenant's chain and sign its head.
 
-    A chain whose head is plain (written before the key was set) gets a keyed
-    ``audit.seal`` entry: its MAC pins the plain history as it is now, and the
-    chain then verifies under the key. A chain that does not verify is not
-    signed (409 ``audit_chain_broken``): a checkpoint would bless the damage.
+    A chain that does not verify is not signed (409 ``audit_chain_broken``): a
+    checkpoint would bless the damage. Nor is a chain plain to its head
+    (``reason: unkeyed``): it may be a rewrite, and only :func:`seal_chain`, an
+    operator's explicit act, may vouch for a plain history.
     """
     with uow:
         uow.lock_tenant(tenant)
         now = clock.now()  # after the lock
-        check = check_chain(uow.audit, tenant, key, keyed_head=False)
-        if not check.ok:
-            raise Conflict(
-                f"the audit chain of this tenant breaks at seq {check.broken_at} "
-                f"({check.reason}): no checkpoint is signed",
-                code="audit_chain_broken",
-                extra={"broken_at": check.broken_at, "reason": check.reason},
-            )
-        seq, head = check.seq, check.head
-        if seq and not is_keyed(head):
-            seal = next_entry(
-                (seq, head), tenant=tenant, at=now, actor="system", action=SEAL_ACTION,
-                key=None, hold_id=None, outcome="sealed", audit_key=key,
-            )  # fmt: skip
-            uow.audit.append(seal)
-            uow.commit()
-            seq, head = seal.seq, seal.hash
-    return sign_checkpoint(Checkpoint(tenant, seq, head, format_instant(now)), key)
+        check = _verified(uow, tenant, key, keyed_head=True)
+    return sign_checkpoint(Checkpoint(tenant, check.seq, check.head, format_instant(now)), key)
+
+
+def seal_chain(uow: UnitOfWork, tenant: str, key: AuditKey, clock: Clock) -> int | None:
+    """Seal a chain written before the key: a keyed ``audit.seal`` entry; its seq.
+
+    The seal's MAC covers the plain hash before it, so it vouches for the plain
+    history as it is now: run it once, when the key is turned on, on chains you
+    trust (a chain that reads ``unkeyed`` after it was sealed was rewritten,
+    and sealing it again would bless the rewrite). A chain already keyed, or
+    empty, needs no seal (None); a broken one is refused (409).
+    """
+    with uow:
+        uow.lock_tenant(tenant)
+        now = clock.now()  # after the lock
+        check = _verified(uow, tenant, key, keyed_head=False)
+        if check.seq == 0 or is_keyed(check.head):
+            return None
+        seal = next_entry(
+            (check.seq, check.head), tenant=tenant, at=now, actor="system",
+            action=SEAL_ACTION, key=None, hold_id=None, outcome="sealed",
+            audit_key=key, seal=True,
+        )  # fmt: skip
+        uow.audit.append(seal)
+        uow.commit()
+        return seal.seq
+
+
+def _verified(uow: UnitOfWork, tenant: str, key: AuditKey, *, keyed_head: bool) -> ChainCheck:
+    check = check_chain(uow.audit, tenant, key, keyed_head=keyed_head)
+    if not check.ok:
+        hint = " (seal it first: slotward audit seal)" if check.reason == "unkeyed" else ""
+        raise Conflict(
+            f"the audit chain of this tenant breaks at seq {check.broken_at} "
+            f"({check.reason}): no checkpoint is signed{hint}",
+            code="audit_chain_broken",
+            extra={"broken_at": check.broken_at, "reason": check.reason},
+        )
+    return check

@@ -1,4 +1,4 @@
-"""`slotward audit checkpoint` and `slotward audit verify`, as real processes on a real file.
+"""`slotward audit seal|checkpoint|verify`, as real processes on a real file.
 
 The chains are written by a real `slotward serve` (with and without
 ``SLOTWARD_AUDIT_KEY``, as an upgrade goes), then tampered with straight in
@@ -115,7 +115,7 @@ def test_a_checkpoint_catches_the_tail_deleted_behind_it(tmp_path: Path) -> None
     _no_secret(point, good, alone, caught)
 
 
-def test_a_chain_written_before_the_key_is_sealed_by_its_first_checkpoint(
+def test_a_chain_written_before_the_key_is_keyed_only_by_an_explicit_seal(
     tmp_path: Path,
 ) -> None:
     db = tmp_path / "legacy.db"
@@ -126,6 +126,18 @@ def test_a_chain_written_before_the_key_is_sealed_by_its_first_checkpoint(
     unsealed = _run(db, "audit", "verify")
     assert unsealed.returncode == 1  # under a key, a plain chain vouches for nothing
     assert _lines(unsealed.stdout)[0]["reason"] == "unkeyed"
+    with _serving(db, AUDIT_KEY) as (base, secret):  # a keyed server does not key it by itself
+        _holds(base, secret, 1, day=5)
+        assert _verify_base(base, secret)["reason"] == "unkeyed"
+    refused = _run(db, "audit", "checkpoint", "--tenant", "demo")
+    assert refused.returncode == 1  # a plain head is not signed
+    assert "audit_chain_broken" in refused.stderr
+    assert "slotward audit seal" in refused.stderr
+    seal = _run(db, "audit", "seal")
+    assert seal.returncode == 0, seal.stderr
+    assert _lines(seal.stdout) == [{"tenant": "demo", "sealed": True, "seq": 4}]
+    again = _run(db, "audit", "seal", "--tenant", "demo")
+    assert _lines(again.stdout) == [{"tenant": "demo", "sealed": False, "seq": None}]
     point = _run(db, "audit", "checkpoint", "--tenant", "demo")
     assert point.returncode == 0, point.stderr
     heads = tmp_path / "heads.txt"
@@ -133,13 +145,14 @@ def test_a_chain_written_before_the_key_is_sealed_by_its_first_checkpoint(
     sealed = _run(db, "audit", "verify", "--tenant", "demo", "--checkpoint", str(heads))
     assert sealed.returncode == 0, sealed.stdout
     [doc] = _lines(sealed.stdout)
-    assert (doc["count"], doc["keyed_from"], doc["checkpoint"]) == (3, 3, "ok")
-    with _serving(db, AUDIT_KEY) as (base, secret):  # and the keyed server carries on
+    assert (doc["count"], doc["keyed_from"], doc["checkpoint"]) == (4, 4, "ok")
+    with _serving(db, AUDIT_KEY) as (base, secret):  # and the keyed server carries on, keyed
         _holds(base, secret, 1, day=10)
         assert _verify_base(base, secret)["ok"] is True
     nokey = _run(db, "audit", "verify", key=None)
     assert nokey.returncode == 1
     assert _lines(nokey.stdout)[0]["reason"] == "no_key"
+    _no_secret(unsealed, refused, seal, again, point, sealed, nokey)
 
 
 def test_bad_checkpoints_and_a_missing_key_are_clear_errors(tmp_path: Path) -> None:
@@ -149,6 +162,8 @@ def test_bad_checkpoints_and_a_missing_key_are_clear_errors(tmp_path: Path) -> N
     unkeyed = _run(db, "audit", "checkpoint", key=None)
     assert unkeyed.returncode == 2
     assert "audit_key_not_set" in unkeyed.stderr
+    no_seal = _run(db, "audit", "seal", key=None)
+    assert (no_seal.returncode, "audit_key_not_set" in no_seal.stderr) == (2, True)
     good = _run(db, "audit", "checkpoint").stdout.strip()
     with sqlite3.connect(db) as conn:
         seq, digest = conn.execute("SELECT seq, hash FROM audit_heads").fetchone()

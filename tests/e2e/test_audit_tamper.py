@@ -19,6 +19,7 @@ import pytest
 
 from slotward.engine.audit import AuditKey, entry_hash, is_keyed
 from slotward.engine.checkpoints import Checkpoint, sign_checkpoint, take_checkpoint
+from slotward.engine.errors import Conflict
 from slotward.engine.model import AuditEntry
 from tests.e2e.conftest import HOLD_BODY, Client, Server
 
@@ -122,6 +123,20 @@ async def test_recomputing_every_hash_and_the_head_with_sha256_is_caught(server:
     verify = (await agent.get("/v1/audit/verify")).json
     assert verify["ok"] is False
     assert verify["reason"] == "unkeyed"  # a plain chain to its end, under a keyed server
+
+
+async def test_the_servers_next_writes_do_not_launder_a_sha256_rewrite(server: Server) -> None:
+    """After the rewrite the keyed server carries on: its writes must not key the forgery."""
+    agent = await _activity(server)
+    _store(server, _recompute_plain(_chain(server), edit_seq=3))
+    assert (await agent.create(_hold("wf-after", start="2030-10-20T14:00:00Z"))).status == 201
+    assert (await agent.create(_hold("wf-later", start="2030-10-21T14:00:00Z"))).status == 201
+    assert not any(is_keyed(e.hash) for e in _chain(server))  # extended in plain, not keyed
+    verify = (await agent.get("/v1/audit/verify")).json
+    assert (verify["ok"], verify["reason"], verify["keyed_from"]) == (False, "unkeyed", None)
+    with pytest.raises(Conflict) as refused:  # nor is the forgery signed
+        await _checkpoint(server)
+    assert refused.value.extra["reason"] == "unkeyed"
 
 
 async def test_recomputing_from_the_edited_entry_on_is_caught_there(server: Server) -> None:

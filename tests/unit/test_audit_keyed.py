@@ -30,6 +30,7 @@ from slotward.engine.checkpoints import (
     SEAL_ACTION,
     Checkpoint,
     read_checkpoint,
+    seal_chain,
     sign_checkpoint,
     take_checkpoint,
 )
@@ -61,6 +62,16 @@ def extend(
             )
         )  # fmt: skip
     return chain
+
+
+def sealed(chain: list[AuditEntry]) -> list[AuditEntry]:
+    """A plain chain with the operator's seal: one keyed entry after its head."""
+    head = chain[-1]
+    seal = next_entry(
+        (head.seq, head.hash), tenant=head.tenant, at=head.at, actor="system",
+        action=SEAL_ACTION, key=None, hold_id=None, outcome="sealed", audit_key=KEY, seal=True,
+    )  # fmt: skip
+    return [*chain, seal]
 
 
 def rehash(chain: list[AuditEntry], start: int, key: AuditKey | None) -> list[AuditEntry]:
@@ -130,14 +141,30 @@ def test_a_mac_under_another_key_is_caught() -> None:
     assert (result["ok"], result["broken_at"], result["reason"]) == (False, 3, "hash")
 
 
-def test_a_keyed_chain_with_a_plain_first_part_verifies_and_pins_it() -> None:
+def test_a_sealed_chain_with_a_plain_first_part_verifies_and_pins_it() -> None:
     legacy = extend([], 3, None)
-    chain = extend(legacy, 3, KEY)
+    chain = extend(sealed(legacy), 2, KEY)
     assert verify(chain)["ok"] is True
     assert verify(chain)["keyed_from"] == 4
-    # Rewriting the plain part moves the hash the first keyed entry's MAC covers.
+    # Rewriting the plain part moves the hash the seal's MAC covers.
     forged = rehash([replace(chain[0], actor="evil"), *chain[1:3]], 0, None) + chain[3:]
     assert (verify(forged)["broken_at"], verify(forged)["reason"]) == (4, "link")
+
+
+def test_a_keyed_server_extends_a_plain_chain_in_plain_until_it_is_sealed() -> None:
+    chain = extend(extend([], 3, None), 3, KEY)
+    assert not any(is_keyed(e.hash) for e in chain)
+    assert verify(chain)["reason"] == "unkeyed"
+
+
+def test_a_full_downgrade_is_not_laundered_by_the_next_write() -> None:
+    """The attacker rewrites a keyed chain in plain SHA-256; the server's next
+    write must not key the forged history into a chain that verifies."""
+    chain = extend([], 5, KEY)
+    forged = rehash([*chain[:2], replace(chain[2], actor="mallory"), *chain[3:]], 0, None)
+    after = extend(forged, 3, KEY)  # ordinary writes of the keyed server
+    result = verify(after)
+    assert (result["ok"], result["reason"], result["keyed_from"]) == (False, "unkeyed", None)
     relinked = [*forged[:3], replace(chain[3], prev_hash=forged[2].hash), *chain[4:]]
     assert (verify(relinked)["broken_at"], verify(relinked)["reason"]) == (4, "hash")
 
@@ -148,7 +175,7 @@ def test_without_a_key_a_plain_chain_verifies_as_before() -> None:
 
 
 def test_without_the_key_keyed_entries_cannot_be_vouched_for() -> None:
-    chain = extend(extend([], 2, None), 2, KEY)
+    chain = extend(sealed(extend([], 2, None)), 1, KEY)
     result = verify(chain, key=None)
     assert (result["ok"], result["broken_at"], result["reason"]) == (False, 3, "no_key")
 
@@ -280,17 +307,36 @@ def test_a_checkpoint_needs_a_server_key() -> None:
 # Taking a checkpoint
 
 
-def test_taking_a_checkpoint_seals_a_plain_chain_under_the_key() -> None:
+def test_a_checkpoint_of_a_plain_chain_is_refused_until_it_is_sealed() -> None:
     state = State(audit={TENANT: extend([], 3, None)})
-    token = take_checkpoint(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0))
+    with pytest.raises(Conflict) as info:
+        take_checkpoint(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0))
+    assert (info.value.code, info.value.extra["reason"]) == ("audit_chain_broken", "unkeyed")
+    assert "slotward audit seal" in info.value.detail
+    assert len(state.audit[TENANT]) == 3  # nothing vouched for
+
+
+def test_sealing_keys_a_plain_chain_once_and_a_checkpoint_then_signs_it() -> None:
+    state = State(audit={TENANT: extend([], 3, None)})
+    assert seal_chain(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0)) == 4
     seal = state.audit[TENANT][-1]
     assert (seal.seq, seal.action, seal.hash.startswith(KEYED_PREFIX)) == (4, SEAL_ACTION, True)
+    assert seal_chain(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0)) is None
+    assert len(state.audit[TENANT]) == 4  # a keyed chain needs no second seal
+    token = take_checkpoint(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0))
     taken = read_checkpoint(token, KEY, TENANT)
     assert (taken.seq, taken.hash) == (4, seal.hash)
     assert verify(state.audit[TENANT], checkpoint=token)["ok"] is True
-    again = take_checkpoint(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0))
-    assert len(state.audit[TENANT]) == 4  # a keyed head is signed as it is
-    assert read_checkpoint(again, KEY, TENANT).seq == 4
+    assert seal_chain(InMemoryUnitOfWork(State()), TENANT, KEY, FixedClock(T0)) is None
+
+
+def test_a_broken_plain_chain_is_not_sealed() -> None:
+    chain = extend([], 3, None)
+    state = State(audit={TENANT: [chain[0], replace(chain[1], actor="evil"), chain[2]]})
+    with pytest.raises(Conflict) as info:
+        seal_chain(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0))
+    assert info.value.code == "audit_chain_broken"
+    assert len(state.audit[TENANT]) == 3
 
 
 def test_a_checkpoint_of_an_empty_chain_pins_genesis() -> None:

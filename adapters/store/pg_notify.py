@@ -53,6 +53,7 @@ class PgSignals:
         self._pending: set[str] = set()
         self._wake = asyncio.Event()  # something to send, or the connection was lost
         self._lost = False
+        self._proven = False  # the current connection has listened and answered since
         self._task: asyncio.Task[None] | None = None
         self._receive: Callable[[str | None], None] = lambda _topic: None
         self.backend_pid: int | None = None  # the listening server process, while connected
@@ -70,8 +71,8 @@ class PgSignals:
     async def close(self) -> None:
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task  # shutting down: whatever ended the task is logged already
             self._task = None
 
     async def _run(self) -> None:
@@ -87,15 +88,22 @@ class PgSignals:
                     "completion listener: cannot connect (%s); retrying", type(exc).__name__
                 )
             else:
-                failures = 0
+                self._proven = False
                 try:
                     await self._serve(conn)
                     log.warning("completion listener lost; reconnecting")
                 except _LOST as exc:
                     log.warning("completion listener lost (%s); reconnecting", type(exc).__name__)
+                except Exception:  # a bug here must not end cross-process wake-ups for good
+                    log.exception("completion listener failed; reconnecting")
                 finally:
                     self.backend_pid = None
                     conn.terminate()
+                if self._proven:
+                    # Only a connection that listened and then answered resets the
+                    # backoff: a server that accepts connections but refuses LISTEN
+                    # (a standby, a transaction pooler) is not retried ten times a second.
+                    failures = 0
             await asyncio.sleep(_BACKOFF_SECONDS[min(failures, len(_BACKOFF_SECONDS) - 1)])
             failures += 1
 
@@ -125,8 +133,10 @@ class PgSignals:
                 await conn.execute(
                     "SELECT pg_notify($1, t) FROM unnest($2::text[]) AS t", self._channel, batch
                 )
+                self._proven = True
                 continue
             try:
                 await asyncio.wait_for(self._wake.wait(), PING_SECONDS)
             except TimeoutError:
                 await conn.fetchval("SELECT 1", timeout=_TIMEOUT_SECONDS)
+                self._proven = True

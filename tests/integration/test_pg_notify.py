@@ -62,3 +62,20 @@ async def test_a_closed_listener_stops_and_can_be_closed_twice(postgres: PgServe
     await signals.close()
     await asyncio.sleep(0)
     assert signals.backend_pid is None
+
+
+async def test_a_server_that_refuses_listen_is_retried_with_backoff(
+    postgres: PgServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Connecting works but LISTEN fails every time (here: an invalid channel; in
+    life a standby or a transaction pooler): the retries back off (0.1, 0.5, 1,
+    2 s ...) instead of reconnecting ten times a second. An upper bound on the
+    attempts within a window: a loaded machine only makes fewer."""
+    signals = PgSignals(postgres.url(SHARED), channel="")  # LISTEN "" is a syntax error
+    with caplog.at_level("WARNING", logger="slotward.store"):
+        await signals.start(Heard())
+        await asyncio.sleep(2.5)
+        await signals.close()
+    attempts = [r for r in caplog.records if "completion listener lost" in r.getMessage()]
+    assert 1 <= len(attempts) <= 5, len(attempts)
+    assert signals.connects == 0  # it never got to listen

@@ -11,10 +11,16 @@
   it costs and answers what a wrong secret costs and answers.
 - Nothing counts failures: a wrong guess costs the guesser one read and one
   HMAC and never touches the owner, whose right secret is always accepted.
-- Keys stored as scrypt (from before HMAC) are checked in at most two threads;
-  the rest wait their turn, never refused (the server's connection cap bounds
-  how many wait). A good check stores the key again in the HMAC form, so each
-  pays the slow hash once.
+- Keys stored as scrypt (from before HMAC) are checked in at most two threads,
+  one key id at a time each: guesses flooding one id queue behind each other
+  and leave the other thread to every other id. The rest wait their turn,
+  never refused (the server's connection cap bounds how many wait). A good
+  check stores the key again in the HMAC form, and the checks still queued for
+  that id then cost an HMAC, so each key pays the slow hash once. Until then,
+  the owner of a scrypt key whose id is being flooded waits behind the
+  guesses (docs/security.md).
+- Refusals are remembered apart from answers, in a smaller LRU: a stream of
+  distinct wrong keys cannot push the valid keys out of the cache.
 """
 
 from __future__ import annotations
@@ -36,7 +42,9 @@ __all__ = ["KeyCache"]
 log = logging.getLogger("slotward.keys")
 
 _ANSWERS = 10_000
+_REFUSALS = 1_000
 _SLOW_CHECKS = 2  # scrypt threads at once: the rest of the CPU stays the API's
+_UPGRADED = 10_000  # scrypt keys upgraded by this process, remembered in their new form
 
 
 class KeyCache:
@@ -48,17 +56,22 @@ class KeyCache:
         self.limiter = limiter
         self._ttl = ttl_seconds
         self._answers: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
+        self._refusals: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
         self._pending: dict[str, asyncio.Future[Principal | None]] = {}
         self._slow = asyncio.Semaphore(_SLOW_CHECKS)
+        # One scrypt check at a time per key id, and how many wait for it.
+        self._slow_ids: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._upgraded: OrderedDict[tuple[str, str], str] = OrderedDict()
 
     async def principal(self, secret: str) -> Principal | None:
         if not secret.isascii():
             return None  # no key has such a byte (and a lone surrogate cannot be encoded)
         digest = hashlib.sha256(secret.encode()).hexdigest()  # in memory only
-        hit = self._answers.get(digest)
-        if hit is not None and hit[0] > time.monotonic():
-            self._answers.move_to_end(digest)
-            return hit[1]
+        for remembered in (self._answers, self._refusals):
+            hit = remembered.get(digest)
+            if hit is not None and hit[0] > time.monotonic():
+                remembered.move_to_end(digest)
+                return hit[1]
         while (pending := self._pending.get(digest)) is not None:
             try:
                 return await asyncio.shield(pending)
@@ -103,10 +116,28 @@ class KeyCache:
         self, secret: str, key_id: str, stored: str, principal: Principal
     ) -> Principal | None:
         """Check a key stored as scrypt and, if it is right, store it as HMAC."""
-        async with self._slow:
-            if not await asyncio.to_thread(self.hasher.verify, secret, key_id, stored):
-                return None
-        fresh = self.hasher.upgraded(secret, stored)
+        lock, users = self._slow_ids.get(key_id, (asyncio.Lock(), 0))
+        self._slow_ids[key_id] = (lock, users + 1)
+        try:
+            async with lock:
+                fresh = self._upgraded.get((key_id, stored))
+                if fresh is not None:  # verified while this check waited: an HMAC now
+                    if not self.hasher.verify(secret, key_id, fresh):
+                        return None
+                else:
+                    async with self._slow:
+                        if not await asyncio.to_thread(self.hasher.verify, secret, key_id, stored):
+                            return None
+                    fresh = self.hasher.upgraded(secret, stored)
+                    self._upgraded[(key_id, stored)] = fresh
+                    if len(self._upgraded) > _UPGRADED:
+                        self._upgraded.popitem(last=False)
+        finally:
+            held, users = self._slow_ids[key_id]
+            if users == 1:
+                del self._slow_ids[key_id]  # nobody else waits: no lock per guessed id kept
+            else:
+                self._slow_ids[key_id] = (held, users - 1)
         try:
             await self._store.write(lambda uow: _rehash(uow, key_id, stored, fresh))
         except SlotwardError as error:  # the key is right: refusing it would be our fault
@@ -114,13 +145,15 @@ class KeyCache:
         return principal
 
     def _remember(self, digest: str, expires: float, found: Principal | None) -> None:
-        held = self._answers.get(digest)
+        remembered, size = (self._answers, _ANSWERS) if found else (self._refusals, _REFUSALS)
+        held = remembered.get(digest)
         if held is not None and held[0] > expires:
             return  # a newer answer is already here
-        self._answers[digest] = (expires, found)
-        self._answers.move_to_end(digest)
-        if len(self._answers) > _ANSWERS:
-            self._answers.popitem(last=False)
+        (self._refusals if found else self._answers).pop(digest, None)  # the other is stale
+        remembered[digest] = (expires, found)
+        remembered.move_to_end(digest)
+        if len(remembered) > size:
+            remembered.popitem(last=False)
 
 
 def _by_id(uow: UnitOfWork, key_id: str) -> tuple[str, Principal] | None:

@@ -39,10 +39,13 @@ WHO = Principal("acme", "bot", "agent", 50)
 @dataclass(frozen=True)
 class CountingHasher(KeyHasher):
     checks: list[str] = field(default_factory=list, compare=False)
+    slow: list[str] = field(default_factory=list, compare=False)  # the scrypt ones
     gate: threading.Event = field(default_factory=threading.Event, compare=False)
 
     def verify(self, secret: str, key_id: str, stored: str) -> bool:
         self.checks.append(key_id)
+        if self.is_slow(stored):
+            self.slow.append(key_id)
         if self.is_slow(stored):  # in a thread: the event loop goes on meanwhile
             assert self.gate.wait(EVENT_WAIT)
         return super().verify(secret, key_id, stored)
@@ -255,3 +258,51 @@ async def test_a_right_scrypt_key_is_accepted_when_its_rewrite_fails(
     assert stored.startswith("scrypt$")
     assert [r.levelno for r in caplog.records] == [logging.WARNING] * 2
     assert all(secret.split(".")[1] not in r.getMessage() for r in caplog.records)
+
+
+async def test_guesses_flooding_one_scrypt_id_leave_the_other_thread_to_other_ids(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    cache, hasher = _cache(store, clock)
+    hasher.gate.clear()  # checks start and hold
+    flooded, flooded_secret = await _old_key(store, clock)
+    other, other_secret = await _old_key(store, clock)
+    guesses = [asyncio.ensure_future(cache.principal(_guess(flooded_secret, n))) for n in range(8)]
+    await until(lambda: len(hasher.slow) == 1)
+    owner = asyncio.ensure_future(cache.principal(other_secret))
+    await until(lambda: len(hasher.slow) == 2)
+    await asyncio.sleep(0.05)  # room for a third check, were there one
+    assert hasher.slow == [flooded, other]  # one of the flood's checks, and the other id's
+    hasher.gate.set()
+    assert await owner == WHO
+    assert await asyncio.gather(*guesses) == [None] * 8
+
+
+async def test_checks_queued_behind_an_upgrade_cost_an_hmac(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    cache, hasher = _cache(store, clock)
+    hasher.gate.clear()
+    key_id, secret = await _old_key(store, clock)
+    first = asyncio.ensure_future(cache.principal(secret))  # the owner, then guesses behind it
+    await until(lambda: len(hasher.slow) == 1)
+    queued = [asyncio.ensure_future(cache.principal(_guess(secret, n))) for n in range(20)]
+    hasher.gate.set()
+    assert await first == WHO
+    assert await asyncio.gather(*queued) == [None] * 20
+    assert hasher.slow == [key_id]  # one scrypt check; the 20 guesses were HMACs
+
+
+async def test_a_flood_of_wrong_keys_does_not_push_a_valid_key_out_of_the_cache(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    cache, hasher = _cache(store, clock, ttl=3600.0)
+    key_id, secret = await _key(store, clock)
+    assert await cache.principal(secret) == WHO
+    wrong = [f"sw_key_{n:016x}.{'x' * 43}" for n in range(10_050)]  # past the answers' LRU
+    for presented in wrong:
+        assert await cache.principal(presented) is None
+    await store.write(lambda uow: revoke_key(uow, key_id, clock))
+    checks = len(hasher.checks)
+    assert await cache.principal(secret) == WHO  # still the remembered answer: not evicted
+    assert len(hasher.checks) == checks

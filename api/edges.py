@@ -93,6 +93,28 @@ class _EdgeServer(web.Server):
         )
         self._app_handler = plain.request_handler
         self.config = config
+        self._refusals: int | None = None  # refused since the open window's first line
+
+    def refused(self) -> None:
+        """Log a refused connection: the first at once, the rest of that second as a count.
+
+        A flood past the cap must not become a flood of log lines.
+        """
+        limit = self.config.max_connections
+        if self._refusals is not None:
+            self._refusals += 1
+            return
+        log.warning("refused a connection: %d open, the limit", limit,
+                    extra={"max_connections": limit})  # fmt: skip
+        self._refusals = 0
+        asyncio.get_running_loop().call_later(1.0, self._summarize)
+
+    def _summarize(self) -> None:
+        more, self._refusals = self._refusals, None
+        if more:
+            limit = self.config.max_connections
+            log.warning("refused %d more connections in the last second (%d open, the limit)",
+                        more, limit, extra={"max_connections": limit, "refused": more})  # fmt: skip
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         """The app's handler, and what the app does before its middleware, as problems."""
@@ -140,11 +162,7 @@ class _EdgeHandler(web.RequestHandler):
 
     def _refuse(self, transport: asyncio.BaseTransport) -> None:
         self._refused = True
-        log.warning(
-            "refused a connection: %d open, the limit",
-            self._max_connections,
-            extra={"max_connections": self._max_connections},
-        )
+        self._edge.refused()
         if isinstance(transport, asyncio.WriteTransport):
             transport.write(_CAP_ANSWER)
         transport.close()  # sends what was written, then closes

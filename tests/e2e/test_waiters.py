@@ -126,7 +126,10 @@ async def _woken_from_elsewhere(server: Server, here: Client, there: Client, ste
     done = await complete(there, first.key, first.json["lease_token"], result=f"sent {step}")
     answer = await asyncio.wait_for(waiting, SIGNALLED_WITHIN)
     assert (answer.status, answer.replayed, answer.body) == (200, True, done.body)
-    assert store.reads - before <= 3
+    # The key's read, the first look, the look after the signal; and room for one
+    # spurious wake (a listener reconnecting wakes its waiters once). A poll ten
+    # times a second would have read at least ten times during the sleep alone.
+    assert store.reads - before <= 5
 
 
 @pytest.mark.parametrize("database", ["postgres"], indirect=True)

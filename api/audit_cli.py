@@ -14,9 +14,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from slotward.api.app import open_store
 from slotward.api.config import Config
@@ -33,6 +34,8 @@ from slotward.engine.ports import Store, UnitOfWork
 from slotward.engine.queries import verify_tenant
 
 __all__ = ["add_audit_parser", "run_audit"]
+
+T = TypeVar("T")
 
 
 def add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -112,38 +115,36 @@ def _required(key: AuditKey | None, why: str) -> AuditKey:
 
 
 async def _seals(store: Store, tenants: list[str], key: AuditKey) -> int:
-    failed = 0
-    for tenant in tenants:
-        try:
-            seq = await store.write(partial(_sealed, tenant=tenant, key=key))
-        except SlotwardError as error:
-            print(f"slotward: tenant {tenant}: {error.code}: {error.detail}", file=sys.stderr)
-            failed += 1
-            continue
+    def line(tenant: str, seq: int | None) -> str:
         doc = {"tenant": tenant, "sealed": seq is not None, "seq": seq}
-        print(json.dumps(doc, separators=(",", ":")), flush=True)
-    return 1 if failed else 0
+        return json.dumps(doc, separators=(",", ":"))
 
-
-def _sealed(uow: UnitOfWork, *, tenant: str, key: AuditKey) -> int | None:
-    return seal_chain(uow, tenant, key, SystemClock())
+    return await _each_tenant(store, tenants, partial(seal_chain, key=key), line)
 
 
 async def _checkpoints(store: Store, tenants: list[str], key: AuditKey) -> int:
+    return await _each_tenant(
+        store, tenants, partial(take_checkpoint, key=key), lambda _tenant, token: token
+    )
+
+
+async def _each_tenant(
+    store: Store,
+    tenants: list[str],
+    act: Callable[..., T],
+    line: Callable[[str, T], str],
+) -> int:
+    """Run the write ``act`` for each tenant, printing a line per success; 1 if one failed."""
     failed = 0
     for tenant in tenants:
         try:
-            token = await store.write(partial(_signed, tenant=tenant, key=key))
+            done = await store.write(partial(act, tenant=tenant, clock=SystemClock()))
         except SlotwardError as error:
             print(f"slotward: tenant {tenant}: {error.code}: {error.detail}", file=sys.stderr)
             failed += 1
             continue
-        print(token, flush=True)
+        print(line(tenant, done), flush=True)
     return 1 if failed else 0
-
-
-def _signed(uow: UnitOfWork, *, tenant: str, key: AuditKey) -> str:
-    return take_checkpoint(uow, tenant, key, SystemClock())
 
 
 async def _verify(

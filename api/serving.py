@@ -34,6 +34,7 @@ from slotward.api.app import bootstrap, build_app, migrate, open_store
 from slotward.api.auth import create_key
 from slotward.api.config import Config
 from slotward.api.edges import build_runner
+from slotward.api.fdlimit import fit_connections
 from slotward.api.logs import configure_logging
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
@@ -174,6 +175,7 @@ async def _serve_one(
     A single process binds first, then announces: a busy port fails before
     anything is printed. A worker announces nothing; its parent does.
     """
+    config = fit_connections(config)  # before the store opens its files
     services = await bootstrap(config)
     runner = build_runner(build_app(services, config), config, shutdown_timeout=STOP_SECONDS)
     await runner.setup()

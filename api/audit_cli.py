@@ -45,7 +45,11 @@ def add_audit_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "seal",
         help="key the chains written before SLOTWARD_AUDIT_KEY was set (once, when turning it on)",
     )
-    seal.add_argument("--tenant", help="only this tenant (default: every tenant)")
+    which = seal.add_mutually_exclusive_group(required=True)  # never every tenant by default
+    which.add_argument("--tenant", help="this tenant's chain")
+    which.add_argument(
+        "--all", action="store_true", help="every tenant's (right after setting the key only)"
+    )
     point = commands.add_parser(
         "checkpoint", help="print a signed head per tenant (needs SLOTWARD_AUDIT_KEY)"
     )

@@ -184,10 +184,15 @@ def seal_chain(uow: UnitOfWork, tenant: str, key: AuditKey, clock: Clock) -> int
 def _verified(uow: UnitOfWork, tenant: str, key: AuditKey, *, keyed_head: bool) -> ChainCheck:
     check = check_chain(uow.audit, tenant, key, keyed_head=keyed_head)
     if not check.ok:
-        hint = " (seal it first: slotward audit seal)" if check.reason == "unkeyed" else ""
+        hint = (
+            ": a chain written before SLOTWARD_AUDIT_KEY was set needs `slotward audit seal`"
+            " once; one that was ever keyed has been rewritten, and sealing it would bless that"
+            if check.reason == "unkeyed"
+            else ""
+        )
         raise Conflict(
             f"the audit chain of this tenant breaks at seq {check.broken_at} "
-            f"({check.reason}): no checkpoint is signed{hint}",
+            f"({check.reason}): nothing is signed{hint}",
             code="audit_chain_broken",
             extra={"broken_at": check.broken_at, "reason": check.reason},
         )

@@ -133,7 +133,11 @@ def test_a_chain_written_before_the_key_is_keyed_only_by_an_explicit_seal(
     assert refused.returncode == 1  # a plain head is not signed
     assert "audit_chain_broken" in refused.stderr
     assert "slotward audit seal" in refused.stderr
-    seal = _run(db, "audit", "seal")
+    unnamed = _run(db, "audit", "seal")  # which chains to vouch for is never a default
+    assert unnamed.returncode == 2
+    assert "--tenant" in unnamed.stderr
+    assert "was ever keyed has been rewritten" in refused.stderr
+    seal = _run(db, "audit", "seal", "--all")
     assert seal.returncode == 0, seal.stderr
     assert _lines(seal.stdout) == [{"tenant": "demo", "sealed": True, "seq": 4}]
     again = _run(db, "audit", "seal", "--tenant", "demo")
@@ -162,7 +166,7 @@ def test_bad_checkpoints_and_a_missing_key_are_clear_errors(tmp_path: Path) -> N
     unkeyed = _run(db, "audit", "checkpoint", key=None)
     assert unkeyed.returncode == 2
     assert "audit_key_not_set" in unkeyed.stderr
-    no_seal = _run(db, "audit", "seal", key=None)
+    no_seal = _run(db, "audit", "seal", "--all", key=None)
     assert (no_seal.returncode, "audit_key_not_set" in no_seal.stderr) == (2, True)
     good = _run(db, "audit", "checkpoint").stdout.strip()
     with sqlite3.connect(db) as conn:

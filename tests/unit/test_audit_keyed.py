@@ -313,6 +313,7 @@ def test_a_checkpoint_of_a_plain_chain_is_refused_until_it_is_sealed() -> None:
         take_checkpoint(InMemoryUnitOfWork(state), TENANT, KEY, FixedClock(T0))
     assert (info.value.code, info.value.extra["reason"]) == ("audit_chain_broken", "unkeyed")
     assert "slotward audit seal" in info.value.detail
+    assert "ever keyed has been rewritten" in info.value.detail
     assert len(state.audit[TENANT]) == 3  # nothing vouched for
 
 

@@ -88,7 +88,7 @@ def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -
     tenant = req.principal.tenant
     record = uow.ledger.get(tenant, prep.key)
     if record is not None and record.fingerprint == prep.fingerprint:
-        return replay_record(record, prep.fingerprint)
+        return _now_status(uow, replay_record(record, prep.fingerprint), tenant, now)
     live = uow.holds.find_live_intent(tenant, req.workflow_id, prep.intent_fp, now)
     if record is not None and (live is None or record.hold_id != live.id):
         return replay_record(record, prep.fingerprint)  # a key reused: 422
@@ -99,7 +99,14 @@ def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -
     first = uow.ledger.get(tenant, live.key)
     if first is None:  # cannot happen: a hold is written with its record
         return None
-    return Reply(first.status_code, first.body, public_key(first.key), True, first.hold_id)
+    found = Reply(first.status_code, first.body, public_key(first.key), True, first.hold_id)
+    return replace(found, hold_status=live.status_at(now).value)
+
+
+def _now_status(uow: UnitOfWork, reply: Reply, tenant: str, now: datetime) -> Reply:
+    """A replayed create, with its hold's status now (the stored answer says ``held``)."""
+    hold = None if reply.hold_id is None else uow.holds.get(tenant, reply.hold_id)
+    return reply if hold is None else replace(reply, hold_status=hold.status_at(now).value)
 
 
 def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:

@@ -129,3 +129,45 @@ async def test_a_replayed_release_carries_the_current_status(
     assert again.replayed
     assert again.body == first.body
     assert again.headers["Slotward-Hold-Status"] == "released"
+
+
+@pytest.mark.parametrize("path", ["/v1/holds", "/v1/tool-calls"])
+async def test_a_replayed_create_says_what_became_of_its_hold(
+    server: Server, hold_body: dict[str, Any], path: str
+) -> None:
+    """Released by an admin, expired, preempted: the replay's body is the first answer
+    (``held``), its ``Slotward-Hold-Status`` the truth now."""
+    agent = await server.key(priority=10)
+    admin = await server.key(agent="ops", role="admin")
+    rival = await server.key(agent="agent-b", priority=90)
+
+    def body(workflow: str, start: str, **extra: Any) -> dict[str, Any]:
+        fields = {**hold_body, "workflow_id": workflow, "start": start, **extra}
+        if path == "/v1/holds":
+            return fields
+        arguments = {k: v for k, v in fields.items() if k not in ("workflow_id", "step")}
+        return {"workflow_id": workflow, "step": fields.get("step"),
+                "tool": "create_calendar_hold", "arguments": arguments}  # fmt: skip
+
+    released = body("wf-released", "2030-10-14T14:00:00Z")
+    expiring = body("wf-expired", "2030-10-15T14:00:00Z", hold_ttl_seconds=60)
+    preempted = body("wf-preempted", "2030-10-16T14:00:00Z")
+    firsts = {}
+    for name, call in (("released", released), ("expired", expiring), ("preempted", preempted)):
+        firsts[name] = await agent.post(path, call)
+        assert firsts[name].status == 201
+        assert "Slotward-Hold-Status" not in firsts[name].headers  # a first answer
+    assert (await admin.release(firsts["released"].json["id"])).status == 200
+    rivalry = {
+        **hold_body,
+        "workflow_id": "wf-rival",
+        "start": "2030-10-16T14:00:00Z",
+        "duration_minutes": 45,
+    }  # another intent: the same one would stand down
+    assert (await rival.create(rivalry)).status == 201  # priority 90 preempts 10
+    server.clock.advance(120)
+    for name, call in (("released", released), ("expired", expiring), ("preempted", preempted)):
+        again = await agent.post(path, call)
+        assert again.replayed
+        assert again.body == firsts[name].body  # byte for byte, "held" and all
+        assert again.headers["Slotward-Hold-Status"] == name

@@ -179,7 +179,9 @@ def test_an_identical_call_replays_and_writes_nothing(world: World) -> None:
 
     again = world.place(request())
 
-    assert again == Reply(201, first.body, first.key, True, first.hold_id, first.workflow_id)
+    assert again == Reply(
+        201, first.body, first.key, True, first.hold_id, first.workflow_id, hold_status="held"
+    )
     assert world.state == before
 
 
@@ -194,7 +196,9 @@ def test_lookup_replay_finds_the_stored_answer_and_nothing_else(world: World) ->
     first = world.place(request())
     before = world.snapshot()
     found = lookup_replay(world.uow(), request(), world.policy, world.clock)
-    assert found.reply == Reply(201, first.body, first.key, True, first.hold_id, first.workflow_id)
+    assert found.reply == Reply(
+        201, first.body, first.key, True, first.hold_id, first.workflow_id, hold_status="held"
+    )
     assert found.key == first.key
     other = lookup_replay(world.uow(), request(minutes=45), world.policy, world.clock)
     assert other.reply is None
@@ -251,7 +255,9 @@ def test_step_drift_while_live_replays_with_the_live_holds_key(world: World) -> 
     drifted = request(step=4)
     again = world.place(drifted)
 
-    assert again == Reply(201, first.body, first.key, True, first.hold_id, first.workflow_id)
+    assert again == Reply(
+        201, first.body, first.key, True, first.hold_id, first.workflow_id, hold_status="held"
+    )
     assert again.key != derived_key(drifted)
     assert (TENANT, derived_key(drifted)) not in world.state.ledger
     assert world.state == before

@@ -26,10 +26,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Coroutine
+from typing import Any
 
 from slotward.api.keyhash import KeyHasher, split_key
 from slotward.api.ratelimit import RateLimiter
@@ -126,7 +129,8 @@ class KeyCache:
                         return None
                 else:
                     async with self._slow:
-                        if not await asyncio.to_thread(self.hasher.verify, secret, key_id, stored):
+                        check = asyncio.to_thread(self.hasher.verify, secret, key_id, stored)
+                        if not await _finish(check):
                             return None
                     fresh = self.hasher.upgraded(secret, stored)
                     self._upgraded[(key_id, stored)] = fresh
@@ -154,6 +158,18 @@ class KeyCache:
         remembered.move_to_end(digest)
         if len(remembered) > size:
             remembered.popitem(last=False)
+
+
+async def _finish(check: Coroutine[Any, Any, bool]) -> bool:
+    """``check``'s result; if the caller is cancelled, the thread still runs to its end
+    before the cancellation goes on, so the per-id lock and the thread bound stay true."""
+    running = asyncio.ensure_future(check)
+    try:
+        return await asyncio.shield(running)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await running
+        raise
 
 
 def _by_id(uow: UnitOfWork, key_id: str) -> tuple[str, Principal] | None:

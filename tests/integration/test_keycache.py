@@ -8,6 +8,7 @@ controls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import threading
@@ -306,3 +307,21 @@ async def test_a_flood_of_wrong_keys_does_not_push_a_valid_key_out_of_the_cache(
     checks = len(hasher.checks)
     assert await cache.principal(secret) == WHO  # still the remembered answer: not evicted
     assert len(hasher.checks) == checks
+
+
+async def test_a_cancelled_scrypt_check_holds_its_place_until_its_thread_ends(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    cache, hasher = _cache(store, clock)
+    hasher.gate.clear()
+    _, secret = await _old_key(store, clock)
+    first = asyncio.ensure_future(cache.principal(_guess(secret, 1)))
+    await until(lambda: len(hasher.slow) == 1)
+    first.cancel()  # its caller went away; its thread cannot be stopped
+    second = asyncio.ensure_future(cache.principal(secret))
+    await asyncio.sleep(0.05)  # room for a second thread, were one started
+    assert len(hasher.slow) == 1  # one check of this id at a time, still
+    hasher.gate.set()
+    assert await second == WHO
+    with contextlib.suppress(asyncio.CancelledError):
+        await first

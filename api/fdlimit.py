@@ -6,23 +6,35 @@ descriptors before the cap refuses any: ``accept()`` then fails, asyncio logs
 a traceback per attempt, and the store cannot open a file or a connection.
 At start the soft limit is raised toward the hard one as far as the cap needs;
 where the hard limit is too low, the cap is lowered to fit, with a warning.
+
+Refused connections are accepted before they are refused, and asyncio accepts
+a burst of them per turn of the loop before any is closed, so a flood can
+still run out of descriptors for a moment. asyncio then pauses accepting for
+a second and reports the error once per connection it could not accept, with
+a traceback each; :func:`quiet_accept_errors` turns that into one warning a
+second.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import resource
 from dataclasses import replace
+from typing import Any
 
 from slotward.api.config import Config
 
-__all__ = ["RESERVED_FILES", "fit_connections"]
+__all__ = ["RESERVED_FILES", "fit_connections", "quiet_accept_errors"]
 
 log = logging.getLogger("slotward.edge")
 
-# Descriptors kept for everything but client connections: the store's files or
-# pooled connections, the completion listener, the listening socket, logs.
-RESERVED_FILES = 128
+# Descriptors kept for everything but the connections the cap admits: the
+# store's files or pooled connections, the completion listener, the listening
+# socket and logs (128), and one burst of accepts: asyncio accepts up to the
+# listen backlog (aiohttp's 128) in one go, before the refused ones among them
+# are closed on the next turn of the loop (128).
+RESERVED_FILES = 256
 
 
 def fit_connections(config: Config) -> Config:
@@ -45,3 +57,36 @@ def fit_connections(config: Config) -> Config:
         extra={"open_files_limit": soft, "max_connections": cap},
     )  # fmt: skip
     return replace(config, max_connections=cap)
+
+
+_OUT_OF_RESOURCE = "socket.accept() out of system resource"  # asyncio's own words
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """Report the loop's accept() failures for want of descriptors as a warning a second."""
+    pending: list[int] = []  # failures since the open window's first line
+
+    def summarize() -> None:
+        if pending[0]:
+            log.warning(
+                "out of file descriptors: %d more connections waited (accepting resumes "
+                "within a second)", pending[0], extra={"accept_failures": pending[0]},
+            )  # fmt: skip
+        pending.clear()
+
+    def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("message") != _OUT_OF_RESOURCE:
+            loop.default_exception_handler(context)
+            return
+        if pending:
+            pending[0] += 1
+            return
+        error = context.get("exception")
+        log.warning(
+            "out of file descriptors: not accepting connections for a second (%s)",
+            type(error).__name__, extra={"accept_failures": 1},
+        )  # fmt: skip
+        pending.append(0)
+        loop.call_later(1.0, summarize)
+
+    loop.set_exception_handler(handle)

@@ -34,7 +34,7 @@ from slotward.api.app import bootstrap, build_app, migrate, open_store
 from slotward.api.auth import create_key
 from slotward.api.config import Config
 from slotward.api.edges import build_runner
-from slotward.api.fdlimit import fit_connections
+from slotward.api.fdlimit import fit_connections, quiet_accept_errors
 from slotward.api.logs import configure_logging
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
@@ -176,6 +176,7 @@ async def _serve_one(
     anything is printed. A worker announces nothing; its parent does.
     """
     config = fit_connections(config)  # before the store opens its files
+    quiet_accept_errors(asyncio.get_running_loop())
     services = await bootstrap(config)
     runner = build_runner(build_app(services, config), config, shutdown_timeout=STOP_SECONDS)
     await runner.setup()

@@ -164,16 +164,21 @@ async def _served_again(base: str) -> bool:
     return False
 
 
+FILE_LIMIT = 384  # a cap of 128 is left, and 600 clients flood past it
+
+
 def _low_file_limit() -> None:  # in the child, before exec
-    resource.setrlimit(resource.RLIMIT_NOFILE, (256, 256))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (FILE_LIMIT, FILE_LIMIT))
 
 
 def test_under_a_low_open_files_limit_the_cap_fits_and_slow_clients_get_503s(
     tmp_path: Path,
 ) -> None:
-    """With 256 descriptors and the default cap of 1024, 300 trickling clients once
-    exhausted the descriptors: accept() failed with a traceback each time and normal
-    clients timed out. Now the cap is fitted to the limit and the rest are refused."""
+    """With 384 descriptors and the default cap of 1024, trickling clients exhausted
+    the descriptors: accept() failed with a traceback each time (13,547 lines in one
+    probe) and normal clients timed out. Now the cap is fitted to the limit, the rest
+    are refused, and a moment without descriptors during the flood (refused
+    connections are accepted first) is a warning a second, not a traceback each."""
     db, port = tmp_path / "fd.db", _free_port()
     errors = (tmp_path / "stderr.log").open("w")  # a file, never a pipe nobody drains
     proc = subprocess.Popen(
@@ -185,7 +190,7 @@ def test_under_a_low_open_files_limit_the_cap_fits_and_slow_clients_get_503s(
     try:
         assert proc.stdout is not None
         assert proc.stdout.readline().startswith("slotward serving")
-        for _ in range(300):  # each sends half a request line and waits
+        for _ in range(600):  # each sends half a request line and waits
             sock = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
             sock.sendall(b"GET /hea")
             held.append(sock)
@@ -206,7 +211,8 @@ def test_under_a_low_open_files_limit_the_cap_fits_and_slow_clients_get_503s(
             proc.stdout.close()
         errors.close()
     text = (tmp_path / "stderr.log").read_text()
-    assert '"open_files_limit":256' in text
-    assert f'"max_connections":{256 - RESERVED_FILES}' in text
+    assert f'"open_files_limit":{FILE_LIMIT}' in text
+    assert f'"max_connections":{FILE_LIMIT - RESERVED_FILES}' in text
     assert "Traceback" not in text
     assert '"level":"ERROR"' not in text
+    assert text.count("out of file descriptors") <= 2 * BOUND  # a line a second at most

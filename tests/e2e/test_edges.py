@@ -13,8 +13,6 @@ import asyncio
 import io
 import json
 import logging
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -23,7 +21,7 @@ from slotward.api.config import Config
 from slotward.api.logs import configure_logging
 from tests.e2e.conftest import HOLD_BODY, Server
 from tests.e2e.rawhttp import BOUND, Raw, connect, exchange, parse, request_bytes
-from tests.e2e.test_cli import SLOTWARD, _free_port
+from tests.e2e.served import slotward_serve
 
 PROBLEM = "application/problem+json"
 
@@ -211,34 +209,17 @@ async def test_text_logs_cannot_be_forged_by_a_logged_value(server: Server) -> N
 
 def test_serve_refuses_malformed_requests_without_logging_the_key(tmp_path: Path) -> None:
     """Through the real `slotward serve`, its stderr captured whole."""
-    db, port = tmp_path / "edge.db", _free_port()
-    errors = (tmp_path / "stderr.log").open("w")  # a file, never a pipe nobody drains
-    proc = subprocess.Popen(
-        [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port),
-         "--demo-key"],
-        stdout=subprocess.PIPE, stderr=errors, text=True,
-        env={**os.environ, "SLOTWARD_LOG_FORMAT": "json", "SLOTWARD_LOG_LEVEL": "DEBUG",
-             "SLOTWARD_HEAD_TIMEOUT": "0.5"},
-    )  # fmt: skip
-    base = f"http://127.0.0.1:{port}"
-    answers: list[bytes] = []
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("slotward serving")
-        secret = proc.stdout.readline().strip().split()[-1]
-        answers = _drive(base, secret)
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
-        if proc.stdout:
-            proc.stdout.close()
-        errors.close()
+    env = {"SLOTWARD_LOG_FORMAT": "json", "SLOTWARD_LOG_LEVEL": "DEBUG",
+           "SLOTWARD_HEAD_TIMEOUT": "0.5"}  # fmt: skip
+    with slotward_serve(tmp_path, env, demo_key=True) as served:
+        secret = str(served.secret)
+        answers = _drive(served.base, secret)
     for raw in map(parse, answers[:-1]):
         _assert_problem(raw, 400, "malformed_request")
     assert answers[-1] == b""  # the trickled head: cut off, unanswered
     hidden = secret.split(".")[1]
     assert not [a for a in answers if hidden.encode() in a]
-    text = (tmp_path / "stderr.log").read_text()  # complete: the process has exited
+    text = served.log()
     _assert_clean_log(text, hidden)
     assert '"outcome":"malformed_request"' in text
     assert "request head took longer than 0.5 s" in text

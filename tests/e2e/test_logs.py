@@ -20,6 +20,7 @@ import pytest
 from slotward.api.config import Config
 from slotward.api.logs import configure_logging
 from tests.e2e.conftest import Server
+from tests.e2e.served import slotward_serve
 from tests.e2e.test_cli import SLOTWARD, _call, _free_port
 
 MARKERS = ("title-marker-zeta", "thought-marker-zeta", "description-marker-zeta")
@@ -138,29 +139,13 @@ async def test_text_format_writes_one_readable_line(server: Server) -> None:
 def test_serve_writes_json_access_lines_to_stderr_and_no_default_access_log(
     tmp_path: Path,
 ) -> None:
-    db, port = tmp_path / "logs.db", _free_port()
-    errors = (tmp_path / "stderr.log").open("w")  # a file, never a pipe nobody drains
-    proc = subprocess.Popen(
-        [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port),
-         "--demo-key"],
-        stdout=subprocess.PIPE, stderr=errors, text=True,
-        env={**os.environ, "SLOTWARD_LOG_FORMAT": "json", "SLOTWARD_LOG_LEVEL": "INFO"},
-    )  # fmt: skip
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("slotward serving")
-        secret = proc.stdout.readline().strip().split()[-1]
-        base = f"http://127.0.0.1:{port}"
+    env = {"SLOTWARD_LOG_FORMAT": "json", "SLOTWARD_LOG_LEVEL": "INFO"}
+    with slotward_serve(tmp_path, env, demo_key=True) as served:
+        secret, base = str(served.secret), served.base
         status, _, _ = _call(f"{base}/v1/holds", _body("wf-cli", "2099-10-14T14:00:00Z"), secret)
         assert status == 201
         urllib.request.urlopen(f"{base}/healthz", timeout=10).close()
-    finally:
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
-        if proc.stdout:
-            proc.stdout.close()
-        errors.close()
-    text = (tmp_path / "stderr.log").read_text()  # complete: the process has exited
+    text = served.log()
     lines = [json.loads(line) for line in text.splitlines()]
     access = [
         (d["method"], d["route"], d["status"]) for d in lines if d["logger"] == "slotward.access"

@@ -12,10 +12,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import os
 import resource
 import socket
-import subprocess
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -24,7 +22,7 @@ import pytest
 from slotward.api.fdlimit import RESERVED_FILES
 from tests.e2e.conftest import HOLD_BODY, Server
 from tests.e2e.rawhttp import BOUND, connect, exchange, parse
-from tests.e2e.test_cli import SLOTWARD, _free_port
+from tests.e2e.served import slotward_serve
 
 HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 SHORT_HEAD = {"head_timeout_seconds": 0.5, "keepalive_seconds": 60.0}
@@ -179,38 +177,26 @@ def test_under_a_low_open_files_limit_the_cap_fits_and_slow_clients_get_503s(
     probe) and normal clients timed out. Now the cap is fitted to the limit, the rest
     are refused, and a moment without descriptors during the flood (refused
     connections are accepted first) is a warning a second, not a traceback each."""
-    db, port = tmp_path / "fd.db", _free_port()
-    errors = (tmp_path / "stderr.log").open("w")  # a file, never a pipe nobody drains
-    proc = subprocess.Popen(
-        [*SLOTWARD, "--db", f"sqlite+aiosqlite:///{db}", "serve", "--port", str(port)],
-        stdout=subprocess.PIPE, stderr=errors, text=True, preexec_fn=_low_file_limit,
-        env={**os.environ, "SLOTWARD_LOG_FORMAT": "json"},
-    )  # fmt: skip
+    env = {"SLOTWARD_LOG_FORMAT": "json"}
     held: list[socket.socket] = []
-    try:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().startswith("slotward serving")
-        for _ in range(600):  # each sends half a request line and waits
-            sock = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
-            sock.sendall(b"GET /hea")
-            held.append(sock)
-        with socket.create_connection(("127.0.0.1", port), timeout=BOUND) as late:
-            # Read before sending: the refusal is written at once, and bytes of ours
-            # left unread when the server closes would make it reset the connection.
-            answer = b""
-            while chunk := late.recv(65536):
-                answer += chunk
-        refused = parse(answer)
-        assert (refused.status, refused.json["code"]) == (503, "too_many_connections")
-    finally:
-        for sock in held:
-            sock.close()
-        proc.terminate()
-        assert proc.wait(timeout=30) == 0
-        if proc.stdout:
-            proc.stdout.close()
-        errors.close()
-    text = (tmp_path / "stderr.log").read_text()
+    with slotward_serve(tmp_path, env, preexec_fn=_low_file_limit) as served:
+        try:
+            for _ in range(600):  # each sends half a request line and waits
+                sock = socket.create_connection(("127.0.0.1", served.port), timeout=BOUND)
+                sock.sendall(b"GET /hea")
+                held.append(sock)
+            with socket.create_connection(("127.0.0.1", served.port), timeout=BOUND) as late:
+                # Read before sending: the refusal is written at once, and bytes of ours
+                # left unread when the server closes would make it reset the connection.
+                answer = b""
+                while chunk := late.recv(65536):
+                    answer += chunk
+            refused = parse(answer)
+            assert (refused.status, refused.json["code"]) == (503, "too_many_connections")
+        finally:
+            for sock in held:
+                sock.close()
+    text = served.log()
     assert f'"open_files_limit":{FILE_LIMIT}' in text
     assert f'"max_connections":{FILE_LIMIT - RESERVED_FILES}' in text
     assert "Traceback" not in text

@@ -43,6 +43,7 @@ from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 
 from slotward.api.config import Config
+from slotward.api.logs import Throttled
 from slotward.api.problems import (
     early_http_problem,
     internal_error,
@@ -93,28 +94,15 @@ class _EdgeServer(web.Server):
         )
         self._app_handler = plain.request_handler
         self.config = config
-        self._refusals: int | None = None  # refused since the open window's first line
+        self._refused = Throttled(log)  # a flood past the cap is not a line per connection
 
     def refused(self) -> None:
-        """Log a refused connection: the first at once, the rest of that second as a count.
-
-        A flood past the cap must not become a flood of log lines.
-        """
         limit = self.config.max_connections
-        if self._refusals is not None:
-            self._refusals += 1
-            return
-        log.warning("refused a connection: %d open, the limit", limit,
-                    extra={"max_connections": limit})  # fmt: skip
-        self._refusals = 0
-        asyncio.get_running_loop().call_later(1.0, self._summarize)
-
-    def _summarize(self) -> None:
-        more, self._refusals = self._refusals, None
-        if more:
-            limit = self.config.max_connections
-            log.warning("refused %d more connections in the last second (%d open, the limit)",
-                        more, limit, extra={"max_connections": limit, "refused": more})  # fmt: skip
+        self._refused.warning(
+            f"refused a connection: {limit} open, the limit",
+            f"refused %d more connections in the last second ({limit} open, the limit)",
+            {"max_connections": limit},
+        )
 
     async def _handle(self, request: web.BaseRequest) -> web.StreamResponse:
         """The app's handler, and what the app does before its middleware, as problems."""

@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from slotward.api.config import Config
+from slotward.api.logs import Throttled
 
 __all__ = ["RESERVED_FILES", "fit_connections", "quiet_accept_errors"]
 
@@ -64,29 +65,18 @@ _OUT_OF_RESOURCE = "socket.accept() out of system resource"  # asyncio's own wor
 
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
     """Report the loop's accept() failures for want of descriptors as a warning a second."""
-    pending: list[int] = []  # failures since the open window's first line
-
-    def summarize() -> None:
-        if pending[0]:
-            log.warning(
-                "out of file descriptors: %d more connections waited (accepting resumes "
-                "within a second)", pending[0], extra={"accept_failures": pending[0]},
-            )  # fmt: skip
-        pending.clear()
+    said = Throttled(log)
 
     def handle(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") != _OUT_OF_RESOURCE:
             loop.default_exception_handler(context)
             return
-        if pending:
-            pending[0] += 1
-            return
-        error = context.get("exception")
-        log.warning(
-            "out of file descriptors: not accepting connections for a second (%s)",
-            type(error).__name__, extra={"accept_failures": 1},
-        )  # fmt: skip
-        pending.append(0)
-        loop.call_later(1.0, summarize)
+        said.warning(
+            "out of file descriptors: not accepting connections for a second "
+            f"({type(context.get('exception')).__name__})",
+            "out of file descriptors: %d more connections waited (accepting resumes "
+            "within a second)",
+            {"accept_failures": 1},
+        )
 
     loop.set_exception_handler(handle)

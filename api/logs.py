@@ -8,6 +8,7 @@ passes the Authorization header, an API key or a body.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -135,3 +136,30 @@ def configure_logging(config: Config, stream: IO[str] | None = None) -> logging.
     root.setLevel(max(level, logging.WARNING))
     logging.getLogger("slotward").setLevel(level)
     return handler
+
+
+class Throttled:
+    """A warning logged at once, then its repeats within ``seconds`` as one count.
+
+    For what a flood repeats (refused connections, failed accepts): a flood
+    must not become a flood of log lines. Runs on the event loop.
+    """
+
+    def __init__(self, logger: logging.Logger, seconds: float = 1.0) -> None:
+        self._logger = logger
+        self._seconds = seconds
+        self._repeats: int | None = None  # None: no window open
+
+    def warning(self, message: str, repeated: str, extra: dict[str, Any]) -> None:
+        """Log ``message``, or count a repeat; ``repeated`` (``%d``: the count) ends a window."""
+        if self._repeats is not None:
+            self._repeats += 1
+            return
+        self._logger.warning(message, extra=extra)
+        self._repeats = 0
+        asyncio.get_running_loop().call_later(self._seconds, self._close, repeated, extra)
+
+    def _close(self, repeated: str, extra: dict[str, Any]) -> None:
+        repeats, self._repeats = self._repeats, None
+        if repeats:
+            self._logger.warning(repeated, repeats, extra={**extra, "repeats": repeats})

@@ -5,7 +5,7 @@ commits between that look and the wait still wakes it. A completion in this
 process wakes its waiters at once (the handler calls :meth:`Completions.notify`
 after the transaction committed); one in another process arrives through the
 :class:`~slotward.engine.ports.Signals` transport when there is one
-(PostgreSQL LISTEN/NOTIFY, adapters/store/pg_notify.py). Signals can be lost,
+(PostgreSQL LISTEN/NOTIFY, adapters/store/postgres/notify.py). Signals can be lost,
 and SQLite has no transport at all (``serve --workers N`` on one file), so
 every ``poll_seconds`` the process looks, in one read for all its waiters,
 which of the awaited keys have settled, and wakes theirs: a slow fallback

@@ -11,9 +11,9 @@ from datetime import timedelta
 
 from slotward.adapters.store.waits import Waits
 from slotward.api.keyhash import KeyHasher
-from slotward.engine.audit import AuditKey
 from slotward.engine.errors import InvalidRequest
-from slotward.engine.policy import Policy
+from slotward.engine.rules.audit import AuditKey
+from slotward.engine.rules.policy import Policy
 
 __all__ = ["DEFAULT_DB", "Config"]
 
@@ -47,7 +47,7 @@ class Config:
     storm_window_seconds: float = 60.0
     log_format: str = "json"
     log_level: str = "INFO"
-    # The edges (api/serving.py): a request head must arrive within this time;
+    # The edges (api/cli/serving.py): a request head must arrive within this time;
     # an idle keep-alive connection is closed after that; beyond this many
     # open connections a process refuses new ones.
     head_timeout_seconds: float = 10.0

@@ -2,7 +2,7 @@
 
 A record's structured fields are the ``extra={...}`` it was logged with; the
 formatters write them beside ``ts``, ``level``, ``logger`` and ``msg``. What
-goes into them is up to the caller: the access log (api/telemetry.py) never
+goes into them is up to the caller: the access log (api/http/telemetry.py) never
 passes the Authorization header, an API key or a body.
 """
 

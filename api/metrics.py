@@ -83,7 +83,7 @@ class Metrics:
 
     ``shared_dir``: the directory the processes of one ``--workers`` server
     share. prometheus-client must have been imported with
-    ``PROMETHEUS_MULTIPROC_DIR`` naming it (api/serving.py starts the workers so).
+    ``PROMETHEUS_MULTIPROC_DIR`` naming it (api/cli/serving.py starts the workers so).
     """
 
     def __init__(self, shared_dir: str | None = None) -> None:

@@ -29,9 +29,9 @@ from datetime import datetime
 from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Reply
-from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, Store
-from slotward.engine.workflows import (
+from slotward.engine.rules.policy import Policy
+from slotward.engine.usecases.workflows import (
     ReplayCount,
     ReplayTally,
     Unflushed,

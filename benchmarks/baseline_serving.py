@@ -1,6 +1,6 @@
 """Serving a baseline server (echo, reference): one process, or N sharing one port.
 
-The baselines scale the way ``slotward serve --workers`` does (api/serving.py),
+The baselines scale the way ``slotward serve --workers`` does (api/cli/serving.py),
 so a ratio against them compares like with like: with N > 1 the parent binds
 and listens on the port itself, starts N spawned worker processes that all
 accept from that one socket, announces once every worker serves, and stops
@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from aiohttp import web
 
 # The same grace and the same stop as slotward's own workers.
-from slotward.api.serving import STOP_SECONDS, stop_workers
+from slotward.api.cli.serving import STOP_SECONDS, stop_workers
 
 __all__ = ["AppFactory", "add_serving_arguments", "health_handler", "serve"]
 

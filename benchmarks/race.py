@@ -3,7 +3,7 @@
 The agents, their claims and retries are in benchmarks/race_plan.py. Every call
 is recorded (the warm-up's creates too: the history must be complete) and held
 against the database afterwards by the project's history checker
-(``slotward.engine.history.check``): one effect per key and per intent, no
+(``slotward.testing.history.check``): one effect per key and per intent, no
 overlap at any instant, preemption only by a strictly higher priority, commits
 only with the current token, acknowledged writes present, replays identical.
 On top, :func:`verdict` counts the winners: exactly one live or committed hold
@@ -20,7 +20,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from slotward.adapters.store.snapshot import load_snapshot
 from slotward.benchmarks.baseline import check_warmup, plan
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import fresh_creates, future_start, one_per_task, phase
@@ -29,9 +28,10 @@ from slotward.benchmarks.race_plan import TENANT, agents, race_tasks, slot_email
 from slotward.benchmarks.recording import calls_of
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, ratio
 from slotward.benchmarks.servers import Databases, make_keys, slotward_server, workspace
-from slotward.engine.attendees import attendee_id_for_email
-from slotward.engine.history import Call, Snapshot, check
 from slotward.engine.model import Principal
+from slotward.engine.rules.attendees import attendee_id_for_email
+from slotward.testing.history import Call, Snapshot, check
+from slotward.testing.snapshot import load_snapshot
 
 __all__ = ["race", "verdict", "winners"]
 

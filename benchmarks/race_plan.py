@@ -18,7 +18,7 @@ Besides its claim an agent may send (by its index):
   another UTC offset or as a local time with a ``timezone``, ``end`` or an ISO
   ``duration`` instead of ``duration_minutes``, a ``Name <email>`` attendee, a
   new title and a thought field (``reasoning``, ...), none of which is
-  identity (docs/idempotency.md, engine/fingerprint.py);
+  identity (docs/idempotency.md, engine/rules/fingerprint.py);
 - a commit of the hold it was answered (every 5th), if it got one.
 
 Each create carries the intent label ``agent-<a>`` (duplicate and retry too),

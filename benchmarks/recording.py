@@ -1,9 +1,9 @@
-"""Recorded calls for the history checker (``slotward.engine.history``).
+"""Recorded calls for the history checker (``slotward.testing.history``).
 
 The load generator records every call of a phase with ``record`` (request,
 status, raw body, the Idempotency-Key and Idempotent-Replayed headers, start
 and end in epoch seconds, intent label); here they become the checker's
-:class:`~slotward.engine.history.Call` values, and a database is checked
+:class:`~slotward.testing.history.Call` values, and a database is checked
 against them.
 """
 
@@ -14,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from slotward.adapters.store.snapshot import load_snapshot
-from slotward.engine.history import Call, Op, check
 from slotward.engine.model import Principal
+from slotward.testing.history import Call, Op, check
+from slotward.testing.snapshot import load_snapshot
 
 __all__ = ["calls_of", "violations"]
 

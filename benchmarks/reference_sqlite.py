@@ -1,6 +1,6 @@
 """The reference server's SQLite store: the create transaction on the stdlib ``sqlite3``.
 
-Set up as slotward's embedded store is (adapters/store/sqlite.py): WAL,
+Set up as slotward's embedded store is (adapters/store/sqlite/store.py): WAL,
 ``synchronous=NORMAL``, a busy timeout, foreign keys on, and every transaction
 opened with ``BEGIN IMMEDIATE`` and run whole on one dedicated writer thread
 (one thread hop per transaction, not one per statement). ``BEGIN IMMEDIATE``
@@ -8,7 +8,7 @@ takes the file's write lock before the first read, so the overlap check and
 the insert cannot interleave with another writer, in this process or in
 another one sharing the file.
 
-Group commit, as slotward's store has it (adapters/store/sqlite_writer.py):
+Group commit, as slotward's store has it (adapters/store/sqlite/writer.py):
 the claims that queue up while a transaction runs are run next, each in its
 own savepoint of one ``BEGIN IMMEDIATE`` transaction, under one ``COMMIT``, and
 none is answered before it. Without it the reference would pay a commit per
@@ -16,7 +16,7 @@ claim where slotward pays one per group, and the ratio would flatter slotward
 (a review measured group commit at 35-40% of slotward's create rate). A
 database error rolls the group back and runs its claims again one by one.
 WAL checkpoints run on a thread of their own, as slotward's do
-(adapters/store/sqlite_checkpoint.py), not inside a commit.
+(adapters/store/sqlite/checkpoint.py), not inside a commit.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from slotward.adapters.store.sqlite_checkpoint import Checkpointer
+from slotward.adapters.store.sqlite.checkpoint import Checkpointer
 from slotward.benchmarks.reference_model import (
     CONFLICT,
     GENESIS,

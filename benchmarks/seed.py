@@ -61,12 +61,12 @@ from typing import Any, Final
 import asyncpg  # type: ignore[import-untyped]  # ships no type information
 
 from slotward.adapters.store.instants import from_us, to_us
-from slotward.adapters.store.sqlite import sqlite_path
-from slotward.api.app import migrate
+from slotward.adapters.store.sqlite.store import sqlite_path
 from slotward.api.config import Config
+from slotward.api.http.app import migrate
 from slotward.benchmarks.seed_plan import plan_holds
 from slotward.benchmarks.seed_rows import COLUMNS, Rows, SeedRows
-from slotward.engine.attendees import attendee_id_for_email
+from slotward.engine.rules.attendees import attendee_id_for_email
 
 __all__ = ["Seeded", "seed_holds"]
 

@@ -1,7 +1,7 @@
 """The rows a :class:`~slotward.benchmarks.seed_plan.Plan` would have left in the store.
 
 For every event, in audit-log order, exactly what the use cases write
-(engine/placing.py, lifecycle.py, expiry.py): the hold and its attendee row
+(engine/usecases/placing.py, lifecycle.py, expiry.py): the hold and its attendee row
 (final state, written once), the directory entry on an attendee's first use,
 the ledger record with its stored answer, the audit entry, the outbox event.
 
@@ -29,15 +29,15 @@ from typing import Any, Final
 
 from slotward.adapters.store.instants import from_us, to_us
 from slotward.benchmarks.seed_plan import AGENTS, Fate, Kind, Plan, PlannedHold
-from slotward.engine.audit import GENESIS, entry_hash
-from slotward.engine.documents import encode, hold_document
-from slotward.engine.fingerprint import child_key, derive_key, hold_intent, intent_fingerprint
-from slotward.engine.holds import Commit, Event, Expire, Preempt, Release, apply
-from slotward.engine.lifecycle import COMMIT_TOOL, RELEASE_TOOL
 from slotward.engine.model import AuditEntry, Hold, HoldStatus
-from slotward.engine.placing import TOOL
-from slotward.engine.policy import Policy
-from slotward.engine.timenorm import Interval
+from slotward.engine.rules.audit import GENESIS, entry_hash
+from slotward.engine.rules.documents import encode, hold_document
+from slotward.engine.rules.fingerprint import child_key, derive_key, hold_intent, intent_fingerprint
+from slotward.engine.rules.holds import Commit, Event, Expire, Preempt, Release, apply
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import Interval
+from slotward.engine.usecases.lifecycle import COMMIT_TOOL, RELEASE_TOOL
+from slotward.engine.usecases.placing import TOOL
 
 __all__ = ["COLUMNS", "Rows", "SeedRows"]
 

@@ -36,9 +36,9 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
-from slotward.api.app import open_store
-from slotward.api.auth import create_key
 from slotward.api.config import Config
+from slotward.api.http.app import open_store
+from slotward.api.http.auth import create_key
 from slotward.api.keyhash import KeyHasher
 from slotward.benchmarks.results import db_kind
 from slotward.engine.clock import SystemClock, TimeOrderedIds
@@ -146,7 +146,7 @@ def free_port() -> int:
 
 def slotward_server(url: str, workers: int, logs: Path) -> contextlib.AbstractContextManager[str]:
     """``slotward serve`` on ``url`` with ``workers`` processes; yields its base URL."""
-    argv = ["slotward.api.cli", "--db", url, "serve", "--workers", str(workers), "--port"]
+    argv = ["slotward.api.cli.main", "--db", url, "serve", "--workers", str(workers), "--port"]
     return _running("slotward", argv, logs)
 
 

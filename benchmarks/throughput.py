@@ -16,7 +16,7 @@ at least 1.5x the rate of fresh creates.
 
 Both record every call made to slotward (warm-up included) and hold them
 against the database afterwards with the history checker
-(``slotward.engine.history``), as the race does: a violation, or a call that
+(``slotward.testing.history``), as the race does: a violation, or a call that
 failed, makes the run exit non-zero.
 """
 

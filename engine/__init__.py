@@ -16,11 +16,11 @@ from slotward.engine.errors import (
     ValidationFailed,
 )
 from slotward.engine.fakes import InMemoryStore, InMemoryUnitOfWork, SequentialIds
-from slotward.engine.lifecycle import HoldAction, commit_hold, expire_due, release_hold
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
-from slotward.engine.placing import HoldRequest, lookup_replay, place_hold
-from slotward.engine.policy import Policy
 from slotward.engine.ports import Clock, IdGenerator, Store, UnitOfWork
+from slotward.engine.rules.policy import Policy
+from slotward.engine.usecases.lifecycle import HoldAction, commit_hold, expire_due, release_hold
+from slotward.engine.usecases.placing import HoldRequest, lookup_replay, place_hold
 
 __all__ = [
     "BodyTooLarge",

@@ -19,7 +19,7 @@
 Each error carries a stable ``code`` (the contract with clients), whether the
 same call may succeed later (``retryable``), a human ``detail`` and optional
 ``extra`` members that the problem+json body includes. The API maps this tree to
-responses in exactly one place (api/problems.py).
+responses in exactly one place (api/http/problems.py).
 """
 
 from __future__ import annotations

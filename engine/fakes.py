@@ -14,7 +14,6 @@ from datetime import datetime
 from types import TracebackType
 from typing import TypeVar
 
-from slotward.engine.audit import GENESIS
 from slotward.engine.model import (
     AuditEntry,
     Gauges,
@@ -26,6 +25,7 @@ from slotward.engine.model import (
     WorkflowStats,
 )
 from slotward.engine.ports import UnitOfWork
+from slotward.engine.rules.audit import GENESIS
 
 __all__ = ["InMemoryStore", "InMemoryUnitOfWork", "SequentialIds", "State"]
 

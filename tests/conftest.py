@@ -10,7 +10,7 @@ from datetime import timedelta
 import pytest
 from hypothesis import settings
 
-from slotward.adapters.store.postgres import PostgresStore
+from slotward.adapters.store.postgres.store import PostgresStore
 from tests.pgserver import PgServer, find_binaries, start_postgres
 
 # `make test` is the same run every time: hypothesis draws from a fixed seed

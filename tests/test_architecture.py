@@ -14,7 +14,7 @@ import slotward
 import slotward.engine
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCE_DIRS = ("engine", "adapters", "api")
+SOURCE_DIRS = ("engine", "adapters", "api", "testing")
 
 
 def _modules(folder: str) -> list[Path]:
@@ -76,7 +76,7 @@ def test_adapters_do_not_import_the_api(path: Path) -> None:
     assert not {n for n in _imports(path) if n.startswith("slotward.api")}
 
 
-_PACKAGED = ("engine", "adapters", "api", "benchmarks")
+_PACKAGED = ("engine", "adapters", "api", "testing", "benchmarks")
 
 
 @pytest.mark.parametrize(
@@ -104,7 +104,9 @@ def test_policy_time_comes_from_the_service_clock() -> None:
     limit, an expiry) reads the service clock, so tests step it instead of
     sleeping: the rate limiter once counted by ``time.monotonic``, and its default
     could only be tested by racing."""
-    allowed = {ROOT / "api" / n for n in ("telemetry.py", "execution_handlers.py", "keycache.py")}
+    allowed = {
+        ROOT / "api" / n for n in ("http/telemetry.py", "http/execution_handlers.py", "keycache.py")
+    }
     readers = {"time.monotonic", "time.monotonic_ns", "time.perf_counter", "loop.time"}
     for folder in SOURCE_DIRS:
         for path in _modules(folder):
@@ -113,7 +115,7 @@ def test_policy_time_comes_from_the_service_clock() -> None:
 
 
 def test_only_config_and_cli_read_the_environment() -> None:
-    allowed = {ROOT / "api" / "cli.py"}
+    allowed = {ROOT / "api" / "cli" / "main.py"}
     for folder in SOURCE_DIRS:
         for path in _modules(folder):
             if path not in allowed:
@@ -139,14 +141,14 @@ def test_tests_serve_the_app_as_production_does() -> None:
 
 
 def test_the_app_is_served_only_through_the_edge() -> None:
-    """api/edges.py holds the protection a bare aiohttp runner lacks (parser refusals
+    """api/http/edges.py holds the protection a bare aiohttp runner lacks (parser refusals
     that log no key, head timeout, connection cap); tests/e2e/conftest.py ``serving``
     uses it. A second runner of the app once served tests without it."""
     runners = {"web.AppRunner", "web.ServerRunner", "web.Server", "web.run_app"}
-    edge = ROOT / "api" / "edges.py"
+    edge = ROOT / "api" / "http" / "edges.py"
     for path in [*_modules("api"), *sorted((ROOT / "tests").rglob("*.py"))]:
         if path != edge:
-            assert not runners & _calls(path), f"{path} serves without api/edges.py"
+            assert not runners & _calls(path), f"{path} serves without api/http/edges.py"
 
 
 def _all_modules() -> list[str]:
@@ -182,7 +184,7 @@ def test_the_engine_public_api_is_pinned() -> None:
 
 
 def test_errors_become_responses_in_one_place() -> None:
-    """Only api/problems.py builds problem+json; handlers raise SlotwardError."""
+    """Only api/http/problems.py builds problem+json; handlers raise SlotwardError."""
     for path in _modules("api"):
         if path.name not in ("problems.py", "openapi.py"):  # openapi.py only documents it
             tree = ast.parse(path.read_text())
@@ -190,7 +192,7 @@ def test_errors_become_responses_in_one_place() -> None:
             assert "application/problem+json" not in literals, f"{path} builds problems itself"
             # app.py installs the middleware; edges.py answers before it runs.
             if path.name not in ("app.py", "edges.py"):
-                assert "slotward.api.problems" not in _imports(path), f"{path} builds problems"
+                assert "slotward.api.http.problems" not in _imports(path), f"{path} builds problems"
 
 
 def _clock_reads_outside_a_transaction(tree: ast.AST) -> list[int]:
@@ -320,10 +322,10 @@ def _touch_after_commit(tree: ast.AST) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    "path", [*_modules("engine"), ROOT / "api" / "auth.py"], ids=lambda p: p.name
+    "path", [*_modules("engine"), ROOT / "api" / "http" / "auth.py"], ids=lambda p: p.name
 )
 def test_a_use_case_touches_nothing_after_its_commit(path: Path) -> None:
-    """On SQLite a call may run in a group (adapters/store/sqlite_writer.py): work
+    """On SQLite a call may run in a group (adapters/store/sqlite/writer.py): work
     after ``commit()`` would sit in its next savepoint there but commit on its
     own alone. No use case does any, so a call means the same in both."""
     tree = ast.parse(path.read_text(), filename=str(path))

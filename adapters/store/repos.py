@@ -15,12 +15,12 @@ from slotward.adapters.store.instants import from_us, to_us
 from slotward.adapters.store.ledger_repo import SqlLedger
 from slotward.adapters.store.ops_repos import SqlStats, SqlWorkflows
 from slotward.adapters.store.runner import Row, Runner, runner_for
-from slotward.engine.audit import GENESIS
 from slotward.engine.model import (
     AuditEntry,
     OutboxEvent,
     Principal,
 )
+from slotward.engine.rules.audit import GENESIS
 
 __all__ = ["SqlUnitOfWork", "audit_from_row"]
 

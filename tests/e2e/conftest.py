@@ -24,14 +24,14 @@ from aiohttp import web
 from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.pool import NullPool
 
-from slotward.api.app import bootstrap, build_app, open_store
-from slotward.api.auth import create_key
+from slotward.api.cli.serving import STOP_SECONDS
 from slotward.api.config import Config
-from slotward.api.context import Services
-from slotward.api.edges import build_runner
+from slotward.api.http.app import bootstrap, build_app, open_store
+from slotward.api.http.auth import create_key
+from slotward.api.http.context import Services
+from slotward.api.http.edges import build_runner
 from slotward.api.logs import configure_logging
-from slotward.api.serving import STOP_SECONDS
-from slotward.api.sweeper import sweep_once
+from slotward.api.workers.sweeper import sweep_once
 from slotward.engine.clock import FixedClock
 from slotward.engine.model import Principal, Role
 from slotward.engine.ports import Store
@@ -237,7 +237,7 @@ async def server(
 async def serving(app: web.Application, config: Config | None = None) -> AsyncIterator[str]:
     """Serve ``app`` on a free loopback port as `slotward serve` does; yield its base URL.
 
-    The runner is production's (api/edges.py: timeouts, connection cap, parser
+    The runner is production's (api/http/edges.py: timeouts, connection cap, parser
     refusals), with ``config``'s edge settings (the defaults without one). Not
     aiohttp's TestServer: that one cancels a handler whose client hangs up, and
     production (like aiohttp's default) lets it run on.

@@ -1,5 +1,5 @@
 """The crash test's client side: calls sent, retried while their answers are lost,
-and each attempt recorded as a ``slotward.engine.recorded.Call``."""
+and each attempt recorded as a ``slotward.testing.recorded.Call``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import Any
 
 import aiohttp
 
-from slotward.engine.recorded import Call, Op
+from slotward.testing.recorded import Call, Op
 
 LOST_RETRIES = 4  # retries of a call whose answer was lost, each landing once at most
 BACK_SECONDS = 30.0  # how long a client waits for a killed server to come back

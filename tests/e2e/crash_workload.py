@@ -36,16 +36,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from slotward.api.app import open_store
-from slotward.api.auth import create_key
 from slotward.api.config import Config
+from slotward.api.http.app import open_store
+from slotward.api.http.auth import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
-from slotward.engine.recorded import Call, Op
+from slotward.testing.recorded import Call, Op
 from tests.e2e.crash_plan import SEED, Plan, Task, acquire_label, execution
 from tests.e2e.crash_recorder import Agent, Recorder, Sent
 
-CLI = [sys.executable, "-m", "slotward.api.cli"]
+CLI = [sys.executable, "-m", "slotward.api.cli.main"]
 ENV = {**os.environ, "SLOTWARD_SWEEP_INTERVAL": "0.2", "SLOTWARD_LOG_LEVEL": "WARNING"}
 SEED_VARIABLE = "SLOTWARD_CRASH_SEED"
 TENANTS = ("crash-a", "crash-b")

@@ -20,7 +20,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin, get_type_hints
 
-from slotward.engine.recorded import Call, Snapshot
+from slotward.testing.recorded import Call, Snapshot
 
 __all__ = ["OutboxRow", "Recording", "load", "save"]
 

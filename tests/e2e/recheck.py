@@ -5,7 +5,7 @@
     python -m tests.e2e.recheck FILE
 
 prints the same problems (exit 1) or says the history is consistent (exit 0).
-It runs the history checker (``slotward.engine.history.check``) and the outbox
+It runs the history checker (``slotward.testing.history.check``) and the outbox
 and audit checks: every acknowledged change of a hold (a fresh answer, or a
 replay whose first answer a crash cut off) has its event and audit entry once;
 every lease granted and every completion acknowledged has its audit entry; the
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from slotward.engine.audit import verify_chain
-from slotward.engine.executions import stored_key
-from slotward.engine.history import check
-from slotward.engine.recorded import Call, Snapshot, Violation
+from slotward.engine.rules.audit import verify_chain
+from slotward.engine.usecases.executions import stored_key
+from slotward.testing.history import check
+from slotward.testing.recorded import Call, Snapshot, Violation
 from tests.e2e.history_file import Recording, load
 
 __all__ = ["main", "problems"]

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from slotward.api.routes import Route
-from slotward.api.table import ROUTES
+from slotward.api.http.routes import Route
+from slotward.api.http.table import ROUTES
 from tests.e2e.conftest import Answer, Client, Server
 
 NEEDS_KEY = [r for r in ROUTES if r.auth]

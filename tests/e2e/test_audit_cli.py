@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from slotward.engine.audit import AuditKey
-from slotward.engine.checkpoints import Checkpoint, sign_checkpoint
+from slotward.engine.rules.audit import AuditKey
+from slotward.engine.rules.checkpoints import Checkpoint, sign_checkpoint
 from tests.e2e.test_cli import SLOTWARD, _call, _free_port
 
 AUDIT_KEY = "cli audit key, long enough to pass"

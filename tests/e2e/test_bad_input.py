@@ -704,7 +704,7 @@ async def test_unknown_query_parameters_are_refused(server: Server, path: str) -
 async def test_a_body_that_never_finishes_arriving_is_408(
     server: Server, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("slotward.api.jsonbody.BODY_SECONDS", 0.3)
+    monkeypatch.setattr("slotward.api.http.jsonbody.BODY_SECONDS", 0.3)
     agent = await server.key()
     host, port = server.base.removeprefix("http://").split(":")
     reader, writer = await asyncio.open_connection(host, int(port))

@@ -24,7 +24,7 @@ from slotward.benchmarks.waiters import ROUNDS
 from tests.e2e.conftest import Server
 from tests.pgserver import PgServer
 
-BENCH = [sys.executable, "-m", "slotward.api.cli", "bench"]
+BENCH = [sys.executable, "-m", "slotward.api.cli.main", "bench"]
 REQUIRED = ("scenario", "requests", "seconds", "req_per_s", "p50_ms", "p90_ms", "p99_ms",
             "errors", "concurrency", "db", "workers", "client_cpu")  # fmt: skip
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-SLOTWARD = [sys.executable, "-m", "slotward.api.cli"]
+SLOTWARD = [sys.executable, "-m", "slotward.api.cli.main"]
 
 
 def _run(db: Path, *args: str) -> subprocess.CompletedProcess[str]:

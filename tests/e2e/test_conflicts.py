@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from slotward.engine.fingerprint import child_key
+from slotward.engine.rules.fingerprint import child_key
 from tests.e2e.conftest import Server
 
 SLOT = {"attendees": ["alex@example.com"], "start": "2030-10-14T14:00:00Z", "duration_minutes": 30}

@@ -13,7 +13,7 @@ land once. Every call is
 labelled with its intent (``Call.intent``).
 
 Afterwards (the server stopped with SIGTERM) the verdict of tests/e2e/recheck.py:
-the history checker (``slotward.engine.history``) finds nothing, every
+the history checker (``slotward.testing.history``) finds nothing, every
 acknowledged create, commit and release has its outbox event and its audit
 entry, the audit chains verify, no hold record is left ``executing``. Then every
 execution record left ``executing`` has a lease that ran out: a duplicate takes
@@ -41,8 +41,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from slotward.adapters.store.snapshot import load_snapshot, sync_url
-from slotward.engine.recorded import Call
+from slotward.testing.recorded import Call
+from slotward.testing.snapshot import load_snapshot, sync_url
 from tests.conftest import TEMPLATE
 from tests.e2e.crash_plan import KILLS, MAX_LEASE, Plan, acquire_label, make_plan
 from tests.e2e.crash_recorder import Agent, Recorder, tracing

@@ -31,13 +31,13 @@ from schemathesis import GenerationMode
 from schemathesis.checks import positive_data_acceptance
 from schemathesis.specs.openapi.schemas import OpenApiSchema
 
-from slotward.api.routes import Route
-from slotward.api.table import ROUTES
+from slotward.api.http.routes import Route
+from slotward.api.http.table import ROUTES
 from tests.conftest import TEMPLATE
 from tests.e2e.test_cli import _free_port
 from tests.pgserver import PgServer
 
-CLI = [sys.executable, "-m", "slotward.api.cli"]
+CLI = [sys.executable, "-m", "slotward.api.cli.main"]
 EXAMPLES = 40  # per operation, mode and store: bounded CI time
 _DATABASES = iter(range(10_000))
 

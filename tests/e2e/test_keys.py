@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
-from slotward.api.app import bootstrap, build_app, open_store
-from slotward.api.auth import create_key, revoke_key
 from slotward.api.config import Config
+from slotward.api.http.app import bootstrap, build_app, open_store
+from slotward.api.http.auth import create_key, revoke_key
 from slotward.api.keyhash import KeyHasher
 from slotward.engine.clock import FixedClock
 from slotward.engine.model import Principal

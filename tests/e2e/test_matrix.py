@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from slotward.api.table import ROUTES
+from slotward.api.http.table import ROUTES
 from tests.e2e.conftest import HOLD_BODY, Client, Server
 
 ALL = frozenset({"agent", "reviewer", "admin"})

@@ -7,7 +7,7 @@ the same call reworded. Afterwards the database must show: no two live or
 committed holds of an attendee overlap, one hold per intent, every duplicate
 answered from the ledger, preemption only by a strictly higher priority, and
 an audit chain that verifies; every call is recorded and the history checker
-(``slotward.engine.history``) holds the answers against the final database,
+(``slotward.testing.history``) holds the answers against the final database,
 with the ad-hoc SQL checks kept as a second opinion. The generic ledger gets the same treatment: one
 lease per key, one takeover per expired lease, the old token fenced.
 """
@@ -36,12 +36,12 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
-from slotward.adapters.store.postgres import PostgresStore
-from slotward.adapters.store.snapshot import load_snapshot
-from slotward.api.auth import create_key
+from slotward.adapters.store.postgres.store import PostgresStore
+from slotward.api.http.auth import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
-from slotward.engine.history import Call, Op, check
 from slotward.engine.model import Principal
+from slotward.testing.history import Call, Op, check
+from slotward.testing.snapshot import load_snapshot
 from tests.conftest import TEMPLATE
 from tests.e2e.conftest import overlaps_query
 from tests.e2e.test_metrics import Samples, parse_metrics
@@ -51,7 +51,7 @@ WORKERS = 4
 _DATABASES = itertools.count()  # one fresh database per test
 CLIENTS = 400
 SLOTS = 20
-CLI = [sys.executable, "-m", "slotward.api.cli"]
+CLI = [sys.executable, "-m", "slotward.api.cli.main"]
 
 
 def _free_port() -> int:

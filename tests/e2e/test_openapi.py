@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from slotward.api.routes import Route
-from slotward.api.table import ROUTES
+from slotward.api.http.routes import Route
+from slotward.api.http.table import ROUTES
 from tests.e2e.conftest import Answer, Server
 
 # -- a small JSON Schema validator -------------------------------------------------------

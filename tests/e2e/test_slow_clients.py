@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from slotward.api.fdlimit import RESERVED_FILES
+from slotward.api.http.fdlimit import RESERVED_FILES
 from tests.e2e.conftest import HOLD_BODY, Server
 from tests.e2e.rawhttp import BOUND, connect, exchange, parse
 from tests.e2e.served import slotward_serve

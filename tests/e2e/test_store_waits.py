@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from slotward.adapters.store.sqlite import SqliteStore
+from slotward.adapters.store.sqlite.store import SqliteStore
 from tests.e2e.conftest import HOLD_BODY, Client, Server
 
 WAIT_SECONDS = 0.5

@@ -17,9 +17,9 @@ import asyncpg  # type: ignore[import-untyped]
 import pytest
 from sqlalchemy.engine import make_url
 
-from slotward.adapters.store.pg_notify import CHANNEL, PgSignals
-from slotward.api.app import bootstrap, build_app, open_store
+from slotward.adapters.store.postgres.notify import CHANNEL, PgSignals
 from slotward.api.config import Config
+from slotward.api.http.app import bootstrap, build_app, open_store
 from slotward.engine.errors import InvalidRequest
 from slotward.engine.ports import Store, UnitOfWork
 from tests.e2e.conftest import Client, Server, serving, until

@@ -20,8 +20,8 @@ from typing import TypeVar
 
 import pytest
 
-from slotward.adapters.store.sqlite import SqliteStore
-from slotward.api.auth import create_key, revoke_key
+from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.api.http.auth import create_key, revoke_key
 from slotward.api.keycache import KeyCache
 from slotward.api.keyhash import KeyHasher
 from slotward.api.ratelimit import RateLimiter

@@ -23,10 +23,10 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import migrate
-from slotward.api.app import bootstrap, build_app, open_store
 from slotward.api.config import Config
+from slotward.api.http.app import bootstrap, build_app, open_store
 from slotward.engine.clock import FixedClock
-from slotward.engine.fingerprint import canonical_json
+from slotward.engine.rules.fingerprint import canonical_json
 from tests.e2e.conftest import START, Server, serving
 from tests.pgserver import PgServer
 
@@ -38,7 +38,7 @@ def nfd(value: str) -> str:
 
 
 def old_form(email: str) -> str:
-    """The rule before 0005 (engine/attendees.py then): trim, case-fold."""
+    """The rule before 0005 (engine/rules/attendees.py then): trim, case-fold."""
     return email.strip().casefold()
 
 

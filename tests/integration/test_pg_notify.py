@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from slotward.adapters.store.pg_notify import PgSignals
+from slotward.adapters.store.postgres.notify import PgSignals
 from tests.conftest import SHARED
 from tests.e2e.conftest import until
 from tests.pgserver import PgServer

@@ -22,14 +22,14 @@ from sqlalchemy.exc import IntegrityError
 
 from slotward.adapters.store import runner as runner_module
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.postgres import PostgresStore
-from slotward.engine.attendees import parse_attendees
+from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.model import Principal, Reply
-from slotward.engine.placing import HoldRequest, place_hold
-from slotward.engine.policy import Policy
 from slotward.engine.ports import UnitOfWork
-from slotward.engine.timenorm import normalize_interval
+from slotward.engine.rules.attendees import parse_attendees
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import normalize_interval
+from slotward.engine.usecases.placing import HoldRequest, place_hold
 from tests.conftest import TEMPLATE
 from tests.pgserver import PgServer
 

@@ -19,18 +19,18 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.instants import from_us
-from slotward.adapters.store.postgres import PostgresStore
+from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.waits import Waits
-from slotward.engine.attendees import attendee_id_for_email, parse_attendees
 from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.errors import SlotConflict, Unavailable
-from slotward.engine.lifecycle import expire_due
 from slotward.engine.model import Principal, Reply
-from slotward.engine.placing import HoldRequest, place_hold
-from slotward.engine.policy import Policy
-from slotward.engine.queries import verify_audit
-from slotward.engine.timenorm import normalize_interval
+from slotward.engine.rules.attendees import attendee_id_for_email, parse_attendees
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import normalize_interval
+from slotward.engine.usecases.lifecycle import expire_due
+from slotward.engine.usecases.placing import HoldRequest, place_hold
+from slotward.engine.usecases.reads import verify_audit
 from tests.conftest import TEMPLATE
 from tests.pgserver import PgServer
 

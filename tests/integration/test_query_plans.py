@@ -21,7 +21,7 @@ from sqlalchemy import Executable
 
 from slotward.adapters.store import hold_repo, ledger_repo, ops_repos, repos
 from slotward.adapters.store.runner import _plan
-from slotward.adapters.store.sqlite import SqliteStore
+from slotward.adapters.store.sqlite.store import SqliteStore
 
 # A value for every bind name the statements use (lists for IN parameters).
 PARAMS: dict[str, Any] = {

@@ -26,18 +26,18 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import tables
 from slotward.adapters.store.instants import from_us, to_us
-from slotward.adapters.store.snapshot import load_snapshot, sync_url
-from slotward.api.app import bootstrap, build_app, open_store
-from slotward.api.auth import create_key
 from slotward.api.config import Config
+from slotward.api.http.app import bootstrap, build_app, open_store
+from slotward.api.http.auth import create_key
 from slotward.benchmarks.seed import Seeded, seed_holds
 from slotward.benchmarks.seed_rows import COLUMNS
 from slotward.engine.clock import FixedClock
-from slotward.engine.fingerprint import derive_key, hold_intent
-from slotward.engine.history import check
 from slotward.engine.model import Principal
-from slotward.engine.placing import TOOL
-from slotward.engine.timenorm import Interval, format_instant
+from slotward.engine.rules.fingerprint import derive_key, hold_intent
+from slotward.engine.rules.timenorm import Interval, format_instant
+from slotward.engine.usecases.placing import TOOL
+from slotward.testing.history import check
+from slotward.testing.snapshot import load_snapshot, sync_url
 from tests.conftest import TEMPLATE
 from tests.e2e.conftest import serving
 from tests.pgserver import PgServer

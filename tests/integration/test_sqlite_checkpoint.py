@@ -13,13 +13,13 @@ import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from slotward.adapters.store.sqlite import SqliteStore
-from slotward.engine.attendees import parse_attendees
+from slotward.adapters.store.sqlite.store import SqliteStore
 from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.model import Principal
-from slotward.engine.placing import HoldRequest, place_hold
-from slotward.engine.policy import Policy
-from slotward.engine.timenorm import normalize_interval
+from slotward.engine.rules.attendees import parse_attendees
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import normalize_interval
+from slotward.engine.usecases.placing import HoldRequest, place_hold
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 MAX_HOLD = timedelta(hours=24)

@@ -1,7 +1,7 @@
 """Group commit on a real SQLite file: calls share a COMMIT, never a fate they wouldn't alone.
 
 The writer runs the calls that queued up during a transaction together, each in
-a savepoint of one transaction (adapters/store/sqlite_writer.py). A first call
+a savepoint of one transaction (adapters/store/sqlite/writer.py). A first call
 that waits on an event keeps the writer busy while the others queue, so they
 form one group for certain.
 """
@@ -20,8 +20,8 @@ import pytest
 from sqlalchemy import Connection, create_engine, text
 from sqlalchemy.exc import IntegrityError, OperationalError
 
-from slotward.adapters.store.sqlite import SqliteStore
-from slotward.adapters.store.sqlite_writer import GroupWriter
+from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.adapters.store.sqlite.writer import GroupWriter
 from slotward.engine.errors import Unavailable
 from slotward.engine.ports import UnitOfWork
 

@@ -21,18 +21,18 @@ from sqlalchemy.exc import IntegrityError
 
 from slotward.adapters.store import tables
 from slotward.adapters.store.repos import SqlUnitOfWork
-from slotward.adapters.store.sqlite import SqliteStore
+from slotward.adapters.store.sqlite.store import SqliteStore
 from slotward.adapters.store.waits import Waits
-from slotward.engine.attendees import attendee_id_for_email, parse_attendees
-from slotward.engine.audit import verify_chain
 from slotward.engine.clock import FixedClock, TimeOrderedIds
-from slotward.engine.effects import audit, emit
 from slotward.engine.errors import SlotConflict, Unavailable
 from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord, Principal, Reply
-from slotward.engine.placing import HoldRequest, place_hold
-from slotward.engine.policy import Policy
 from slotward.engine.ports import UnitOfWork
-from slotward.engine.timenorm import normalize_interval
+from slotward.engine.rules.attendees import attendee_id_for_email, parse_attendees
+from slotward.engine.rules.audit import verify_chain
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import normalize_interval
+from slotward.engine.usecases.effects import audit, emit
+from slotward.engine.usecases.placing import HoldRequest, place_hold
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 MAX_HOLD = timedelta(hours=24)

@@ -10,10 +10,10 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 
-from slotward.engine import emails
-from slotward.engine.attendees import attendee_id_for_email, normalize_email
-from slotward.engine.emails import fold_text
 from slotward.engine.errors import ValidationFailed
+from slotward.engine.rules import emails
+from slotward.engine.rules.attendees import attendee_id_for_email, normalize_email
+from slotward.engine.rules.emails import fold_text
 
 REFUSALS = {"invalid_attendee", "invalid_email_domain"}
 

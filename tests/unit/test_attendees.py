@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from slotward.engine.attendees import (
+from slotward.engine.errors import ValidationFailed
+from slotward.engine.rules.attendees import (
     MAX_ATTENDEES,
     AttendeeRef,
     ResolvedAttendees,
@@ -17,7 +18,6 @@ from slotward.engine.attendees import (
     parse_attendees,
     resolve_attendees,
 )
-from slotward.engine.errors import ValidationFailed
 
 
 def _parse_error(entries: object) -> ValidationFailed:

@@ -8,10 +8,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from slotward.engine.audit import GENESIS, entry_hash, next_entry, verify_chain
 from slotward.engine.fakes import InMemoryUnitOfWork, State
 from slotward.engine.model import AuditEntry, Principal
-from slotward.engine.queries import verify_audit
+from slotward.engine.rules.audit import GENESIS, entry_hash, next_entry, verify_chain
+from slotward.engine.usecases.reads import verify_audit
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 TENANT = "acme"

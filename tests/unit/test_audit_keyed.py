@@ -17,7 +17,11 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from slotward.api.config import Config
-from slotward.engine.audit import (
+from slotward.engine.clock import FixedClock
+from slotward.engine.errors import Conflict, Unavailable, ValidationFailed
+from slotward.engine.fakes import InMemoryUnitOfWork, State
+from slotward.engine.model import AuditEntry, Principal
+from slotward.engine.rules.audit import (
     GENESIS,
     KEYED_PREFIX,
     AuditKey,
@@ -26,7 +30,7 @@ from slotward.engine.audit import (
     next_entry,
     verify_chain,
 )
-from slotward.engine.checkpoints import (
+from slotward.engine.rules.checkpoints import (
     SEAL_ACTION,
     Checkpoint,
     read_checkpoint,
@@ -34,11 +38,7 @@ from slotward.engine.checkpoints import (
     sign_checkpoint,
     take_checkpoint,
 )
-from slotward.engine.clock import FixedClock
-from slotward.engine.errors import Conflict, Unavailable, ValidationFailed
-from slotward.engine.fakes import InMemoryUnitOfWork, State
-from slotward.engine.model import AuditEntry, Principal
-from slotward.engine.queries import verify_audit
+from slotward.engine.usecases.reads import verify_audit
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 TENANT = "acme"

@@ -16,8 +16,8 @@ from slotward.benchmarks.loadgen import PlanError, run_plan
 from slotward.benchmarks.race_plan import agents, race_tasks, rephrased
 from slotward.benchmarks.report import print_outcome, table, write_json
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, db_kind, percentile
-from slotward.engine.attendees import parse_attendees
-from slotward.engine.history_makers import requested_interval
+from slotward.engine.rules.attendees import parse_attendees
+from slotward.testing.history_makers import requested_interval
 
 AT = datetime(2030, 10, 2, 10, 0, tzinfo=UTC)
 

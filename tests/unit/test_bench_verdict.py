@@ -13,11 +13,11 @@ from typing import Any
 
 from slotward.benchmarks.race import verdict, winners
 from slotward.benchmarks.race_plan import TENANT, slot_email
-from slotward.engine.attendees import attendee_id_for_email
-from slotward.engine.audit import next_entry
-from slotward.engine.documents import encode, hold_document
-from slotward.engine.history import Call, Snapshot
 from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord
+from slotward.engine.rules.attendees import attendee_id_for_email
+from slotward.engine.rules.audit import next_entry
+from slotward.engine.rules.documents import encode, hold_document
+from slotward.testing.history import Call, Snapshot
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 SLOT = datetime(2030, 10, 2, 10, 0, tzinfo=UTC)

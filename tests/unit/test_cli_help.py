@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
-from slotward.api.cli import _parser
+from slotward.api.cli.main import _parser
 from slotward.api.config import Config
 
 

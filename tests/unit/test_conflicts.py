@@ -10,7 +10,8 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from slotward.engine.conflicts import (
+from slotward.engine.model import Hold, HoldStatus
+from slotward.engine.rules.conflicts import (
     Blocked,
     Claim,
     Free,
@@ -20,7 +21,6 @@ from slotward.engine.conflicts import (
     free_slots,
     merge_intervals,
 )
-from slotward.engine.model import Hold, HoldStatus
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 TEN = NOW + timedelta(hours=1)

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from slotward.engine.audit import GENESIS, next_entry
-from slotward.engine.documents import encode, hold_document
-from slotward.engine.history import check
 from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord
-from slotward.engine.recorded import Call, Op, Snapshot
+from slotward.engine.rules.audit import GENESIS, next_entry
+from slotward.engine.rules.documents import encode, hold_document
+from slotward.testing.history import check
+from slotward.testing.recorded import Call, Op, Snapshot
 from tests.e2e.history_file import OutboxRow, Recording, load, save
 from tests.e2e.recheck import main, problems
 

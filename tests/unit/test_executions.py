@@ -8,10 +8,14 @@ from typing import Any
 
 import pytest
 
-from slotward.engine.audit import verify_chain
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import InProgress, LeaseLost, ValidationFailed
-from slotward.engine.executions import (
+from slotward.engine.fakes import InMemoryUnitOfWork, SequentialIds, State
+from slotward.engine.model import Principal, Reply
+from slotward.engine.rules.audit import verify_chain
+from slotward.engine.rules.fingerprint import derive_key
+from slotward.engine.rules.policy import Policy
+from slotward.engine.usecases.executions import (
     Completion,
     ExecutionRequest,
     Outcome,
@@ -19,11 +23,7 @@ from slotward.engine.executions import (
     complete,
     lookup_execution,
 )
-from slotward.engine.fakes import InMemoryUnitOfWork, SequentialIds, State
-from slotward.engine.fingerprint import derive_key
-from slotward.engine.model import Principal, Reply
-from slotward.engine.policy import Policy
-from slotward.engine.retention import purge_expired
+from slotward.engine.usecases.retention import purge_expired
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 AGENT = Principal("acme", "agent-a", "agent", 50)

@@ -10,7 +10,7 @@ import resource
 import pytest
 
 from slotward.api.config import Config
-from slotward.api.fdlimit import RESERVED_FILES, fit_connections, quiet_accept_errors
+from slotward.api.http.fdlimit import RESERVED_FILES, fit_connections, quiet_accept_errors
 
 
 async def test_a_flood_of_accept_failures_is_one_warning_not_a_traceback_each(

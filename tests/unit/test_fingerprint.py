@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from slotward.engine.errors import ValidationFailed
-from slotward.engine.fingerprint import (
+from slotward.engine.rules.fingerprint import (
     DEFAULT_THOUGHT_FIELDS,
     FINGERPRINT_VERSION,
     MAX_STEP,
@@ -24,7 +24,7 @@ from slotward.engine.fingerprint import (
     intent_fingerprint,
     strip_thoughts,
 )
-from slotward.engine.timenorm import Interval
+from slotward.engine.rules.timenorm import Interval
 
 INTENT = {"attendees": ["usr_a"], "start": "2030-03-31T09:30:00Z", "end": "2030-03-31T10:00:00Z"}
 

@@ -19,9 +19,9 @@ import rfc8785
 from hypothesis import assume, example, given, settings
 from hypothesis import strategies as st
 
-from slotward.engine.attendees import parse_attendees, resolve_attendees
 from slotward.engine.errors import ValidationFailed
-from slotward.engine.fingerprint import (
+from slotward.engine.rules.attendees import parse_attendees, resolve_attendees
+from slotward.engine.rules.fingerprint import (
     DEFAULT_THOUGHT_FIELDS,
     canonical_json,
     derive_key,
@@ -29,7 +29,7 @@ from slotward.engine.fingerprint import (
     intent_fingerprint,
     strip_thoughts,
 )
-from slotward.engine.timenorm import normalize_interval
+from slotward.engine.rules.timenorm import normalize_interval
 
 SETTINGS = settings(max_examples=150, deadline=None)
 QUICK = settings(max_examples=100, deadline=None)

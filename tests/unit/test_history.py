@@ -14,10 +14,12 @@ from typing import Any
 
 import pytest
 
-from slotward.engine.audit import next_entry
-from slotward.engine.documents import encode, hold_document
-from slotward.engine.fingerprint import derive_key, hold_intent
-from slotward.engine.history import (
+from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord
+from slotward.engine.rules.audit import next_entry
+from slotward.engine.rules.documents import encode, hold_document
+from slotward.engine.rules.fingerprint import derive_key, hold_intent
+from slotward.engine.rules.timenorm import Interval, format_instant
+from slotward.testing.history import (
     Call,
     Snapshot,
     Violation,
@@ -30,8 +32,6 @@ from slotward.engine.history import (
     preemption_by_higher_priority,
     replays_identical,
 )
-from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord
-from slotward.engine.timenorm import Interval, format_instant
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 T0 = NOW.timestamp() - 60

@@ -41,13 +41,17 @@ from aiohttp.test_utils import make_mocked_request
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from slotward.api.calls import reply_response
-from slotward.api.problems import problem_middleware
-from slotward.engine.attendees import parse_attendees
-from slotward.engine.audit import GENESIS, next_entry
+from slotward.api.http.calls import reply_response
+from slotward.api.http.problems import problem_middleware
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import SlotwardError
-from slotward.engine.executions import (
+from slotward.engine.fakes import InMemoryUnitOfWork, SequentialIds, State
+from slotward.engine.model import AuditEntry, HoldStatus, Principal, Reply
+from slotward.engine.rules.attendees import parse_attendees
+from slotward.engine.rules.audit import GENESIS, next_entry
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import normalize_interval
+from slotward.engine.usecases.executions import (
     Completion,
     ExecutionRequest,
     Outcome,
@@ -55,13 +59,9 @@ from slotward.engine.executions import (
     complete,
     lookup_execution,
 )
-from slotward.engine.fakes import InMemoryUnitOfWork, SequentialIds, State
-from slotward.engine.history import Call, Op, Snapshot, check
-from slotward.engine.lifecycle import HoldAction, commit_hold, expire_due, release_hold
-from slotward.engine.model import AuditEntry, HoldStatus, Principal, Reply
-from slotward.engine.placing import HoldRequest, lookup_replay, place_hold
-from slotward.engine.policy import Policy
-from slotward.engine.timenorm import normalize_interval
+from slotward.engine.usecases.lifecycle import HoldAction, commit_hold, expire_due, release_hold
+from slotward.engine.usecases.placing import HoldRequest, lookup_replay, place_hold
+from slotward.testing.history import Call, Op, Snapshot, check
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 TENANTS = ("acme", "globex")

@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from slotward.engine.errors import Conflict
-from slotward.engine.holds import Commit, Event, Expire, Preempt, Release, apply
 from slotward.engine.model import Hold, HoldStatus
+from slotward.engine.rules.holds import Commit, Event, Expire, Preempt, Release, apply
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 TOKEN = 4

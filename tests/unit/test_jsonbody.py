@@ -1,4 +1,4 @@
-"""Strict I-JSON decoding of request bodies (api/jsonbody.py)."""
+"""Strict I-JSON decoding of request bodies (api/http/jsonbody.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from aiohttp.test_utils import TestClient, TestServer, make_mocked_request
 from hypothesis import given
 from hypothesis import strategies as st
 
-from slotward.api.jsonbody import MAX_BODY_BYTES, decode_json, read_json
+from slotward.api.http.jsonbody import MAX_BODY_BYTES, decode_json, read_json
 from slotward.engine.errors import BodyTooLarge, MalformedBody, SlotwardError
 
 MAX_SAFE = 2**53 - 1

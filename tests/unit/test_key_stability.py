@@ -13,10 +13,15 @@ from __future__ import annotations
 import hashlib
 from datetime import UTC, datetime
 
-from slotward.engine.executions import ExecutionRequest
-from slotward.engine.fingerprint import FINGERPRINT_VERSION, child_key, derive_key, hold_intent
 from slotward.engine.model import Principal
-from slotward.engine.timenorm import Interval
+from slotward.engine.rules.fingerprint import (
+    FINGERPRINT_VERSION,
+    child_key,
+    derive_key,
+    hold_intent,
+)
+from slotward.engine.rules.timenorm import Interval
+from slotward.engine.usecases.executions import ExecutionRequest
 
 
 def _key(canonical: str) -> str:

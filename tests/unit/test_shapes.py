@@ -1,4 +1,4 @@
-"""Shapes: validation of request bodies and JSON Schema generation (api/shapes.py)."""
+"""Shapes: validation of request bodies and JSON Schema generation (api/http/shapes.py)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from slotward.api.schemas import PROBLEM as problem_shape
-from slotward.api.shapes import Field, Shape, collect_components
+from slotward.api.http.schemas import PROBLEM as problem_shape
+from slotward.api.http.shapes import Field, Shape, collect_components
 from slotward.engine.errors import ValidationFailed
 
 slot = Shape(

@@ -15,15 +15,15 @@ import pytest
 
 from slotward.api.metrics import Metrics
 from slotward.api.storms import StormWatch
-from slotward.engine.audit import GENESIS, verify_chain
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import NotFound, Unavailable
 from slotward.engine.fakes import InMemoryStore, InMemoryUnitOfWork, SequentialIds
 from slotward.engine.model import Principal, Reply
-from slotward.engine.policy import Policy
 from slotward.engine.ports import UnitOfWork
-from slotward.engine.retention import purge_replay_seconds
-from slotward.engine.workflows import Unflushed, flag_retry_storm, workflow_view
+from slotward.engine.rules.audit import GENESIS, verify_chain
+from slotward.engine.rules.policy import Policy
+from slotward.engine.usecases.retention import purge_replay_seconds
+from slotward.engine.usecases.workflows import Unflushed, flag_retry_storm, workflow_view
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=10)

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from slotward.engine.errors import ValidationFailed
-from slotward.engine.timenorm import (
+from slotward.engine.rules.timenorm import (
     Interval,
     format_instant,
     normalize_interval,

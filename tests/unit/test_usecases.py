@@ -14,8 +14,6 @@ from typing import Any
 
 import pytest
 
-from slotward.engine.attendees import attendee_id_for_email, parse_attendees
-from slotward.engine.audit import verify_chain
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import (
     Conflict,
@@ -25,12 +23,14 @@ from slotward.engine.errors import (
     ValidationFailed,
 )
 from slotward.engine.fakes import InMemoryUnitOfWork, SequentialIds, State
-from slotward.engine.fingerprint import child_key, derive_key, hold_intent
-from slotward.engine.lifecycle import HoldAction, commit_hold, expire_due, release_hold
 from slotward.engine.model import AuditEntry, Hold, HoldStatus, Principal, Reply
-from slotward.engine.placing import HoldRequest, lookup_replay, place_hold
-from slotward.engine.policy import Policy
-from slotward.engine.timenorm import normalize_interval
+from slotward.engine.rules.attendees import attendee_id_for_email, parse_attendees
+from slotward.engine.rules.audit import verify_chain
+from slotward.engine.rules.fingerprint import child_key, derive_key, hold_intent
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import normalize_interval
+from slotward.engine.usecases.lifecycle import HoldAction, commit_hold, expire_due, release_hold
+from slotward.engine.usecases.placing import HoldRequest, lookup_replay, place_hold
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 TENANT = "acme"

@@ -3,7 +3,7 @@
 The second line of defence behind the per-tenant write lock: an exclusion
 constraint over the active (held or committed) rows of ``hold_attendees``. A
 constraint cannot use now(), so expired holds must be marked inactive, by the
-sweeper or by the claim that takes their slot (engine/expiry.py). SQLite has no
+sweeper or by the claim that takes their slot (engine/usecases/expiry.py). SQLite has no
 such constraint; there a single writer at a time is the guarantee.
 
 Revision ID: 0002

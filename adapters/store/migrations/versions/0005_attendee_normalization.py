@@ -1,4 +1,4 @@
-"""Stored emails take the one-mailbox-one-string form (engine/emails.py).
+"""Stored emails take the one-mailbox-one-string form (engine/rules/emails.py).
 
 Before, an email was trimmed and case-folded only, so ``josé`` composed and
 decomposed, ``bücher.example`` and ``xn--bcher-kva.example``, a trailing dot
@@ -41,8 +41,8 @@ from typing import Any, NamedTuple
 import sqlalchemy as sa
 from alembic import op
 
-from slotward.engine.emails import normalize_email
 from slotward.engine.errors import ValidationFailed
+from slotward.engine.rules.emails import normalize_email
 
 revision = "0005"
 down_revision = "0004"

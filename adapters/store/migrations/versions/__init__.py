@@ -1,1 +1,1 @@
-"""Migration revisions."""
+"""Alembic migration scripts, applied in order by adapters/store/migrate.py."""

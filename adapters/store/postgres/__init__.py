@@ -1,0 +1,1 @@
+"""The scale-out store: PostgreSQL, for several server processes."""

@@ -1,0 +1,218 @@
+"""Running the server: one process, or N processes sharing one port.
+
+With ``--workers N`` the parent migrates the schema once, binds and listens on
+the port itself, then starts N worker processes that all accept from that one
+socket, and supervises them: it announces once all serve, and stops them all
+when it is told to or when one of them stops. The parent owning the port means
+a second server cannot silently share it (SO_REUSEPORT would let it), and
+``--port 0`` gives one port, not one per worker. The workers pool their metrics
+in ``config.metrics_dir`` (api/cli/main.py makes it). Each has its own store
+connection pool and its own sweeper; the store makes them safe beside each
+other (SQLite: one writer at a time per file; PostgreSQL: one writer at a time
+per tenant).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import multiprocessing
+import multiprocessing.process
+import multiprocessing.queues
+import os
+import queue
+import shutil
+import signal
+import socket
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
+
+from aiohttp import web
+
+from slotward.api.config import Config
+from slotward.api.http.app import bootstrap, build_app, migrate, open_store
+from slotward.api.http.auth import create_key
+from slotward.api.http.edges import build_runner
+from slotward.api.http.fdlimit import fit_connections, quiet_accept_errors
+from slotward.api.logs import configure_logging
+from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.model import Principal
+
+__all__ = ["STOP_SECONDS", "serve", "stop_workers"]
+
+STOP_SECONDS = 20  # how long open requests may finish when the server stops
+
+
+def serve(config: Config, *, demo_key: bool, workers: int) -> None:
+    """Serve until SIGINT, SIGTERM or SIGHUP; with ``workers`` > 1, in that many processes."""
+    if workers <= 1:
+        asyncio.run(_serve_one(config, demo_key=demo_key))
+        return
+    if config.metrics_dir is None:
+        raise ValueError("several workers need config.metrics_dir (api/cli/main.py sets it up)")
+    asyncio.run(migrate(config))  # once, before the processes race to do it
+    with _listen(config) as sock:
+        port = sock.getsockname()[1]
+        _supervise(replace(config, port=port), sock, demo_key=demo_key, workers=workers)
+
+
+@contextlib.contextmanager
+def _listen(config: Config) -> Iterator[socket.socket]:
+    """The server's one listening socket (a busy port fails here, before any worker)."""
+    sock = socket.create_server((config.host, config.port), backlog=1024)
+    try:
+        yield sock
+    finally:
+        sock.close()
+
+
+def _supervise(config: Config, sock: socket.socket, *, demo_key: bool, workers: int) -> None:
+    """Start the workers, announce once all serve, and stop them all together."""
+    context = multiprocessing.get_context("spawn")
+    ready = context.Queue()
+    parent = os.getpid()
+    children = [
+        context.Process(target=_child, args=(config, sock, parent, ready)) for _ in range(workers)
+    ]
+    for child in children:
+        child.start()  # the socket travels to the child with it
+    try:
+        asyncio.run(_supervise_async(config, children, ready, demo_key=demo_key))
+    finally:
+        stop_workers(children)
+        ready.close()
+    if any(c.exitcode not in (0, -signal.SIGTERM) for c in children):
+        raise SystemExit("slotward: a worker process stopped; stopped the others")
+
+
+def stop_workers(children: Sequence[multiprocessing.process.BaseProcess]) -> None:
+    """SIGTERM every started worker (each stops cleanly), SIGKILL what outlives the grace."""
+    started = [c for c in children if c.pid is not None]
+    for child in started:
+        child.terminate()
+    for child in started:
+        child.join(timeout=STOP_SECONDS + 10)
+        if child.is_alive():
+            child.kill()
+            child.join()
+
+
+async def _supervise_async(
+    config: Config,
+    children: Sequence[multiprocessing.process.BaseProcess],
+    ready: multiprocessing.queues.Queue[int],
+    *,
+    demo_key: bool,
+) -> None:
+    stop = _stop_on_signals()
+    serving = 0
+    while serving < len(children):  # until each worker serves
+        if stop.is_set() or not all(c.is_alive() for c in children):
+            return
+        try:
+            ready.get(timeout=0.05)
+            serving += 1
+        except queue.Empty:
+            await asyncio.sleep(0)
+    print(f"slotward serving http://{config.host}:{config.port} "
+          f"(database {config.db_url}, {len(children)} processes)")  # fmt: skip
+    if demo_key:
+        print(f"API key (tenant demo, agent demo-agent): {await _demo_key(config)}")
+    sys.stdout.flush()
+    watcher = asyncio.create_task(_watch(lambda: all(c.is_alive() for c in children), stop))
+    try:
+        await stop.wait()
+    finally:
+        watcher.cancel()
+
+
+def _stop_on_signals() -> asyncio.Event:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
+
+
+async def _demo_key(config: Config) -> str:
+    store = await open_store(config)
+    try:
+        demo = Principal("demo", "demo-agent", "agent", 50)
+        made = await store.write(
+            lambda uow: create_key(uow, demo, SystemClock(), TimeOrderedIds(), config.key_hasher())
+        )
+    finally:
+        await store.close()
+    return made.secret
+
+
+def _child(
+    config: Config, sock: socket.socket, parent: int, ready: multiprocessing.queues.Queue[int]
+) -> None:
+    configure_logging(config)  # a spawned process starts with logging unconfigured
+    # A worker must not outlive its parent (kill -9 included, even during its
+    # start: ``parent`` is the pid the parent had, not whoever adopted us).
+    asyncio.run(
+        _serve_one(config, demo_key=False, sock=sock, watch=lambda: os.getppid() == parent,
+                   ready=lambda: ready.put(os.getpid()))
+    )  # fmt: skip
+    if os.getppid() != parent and config.metrics_dir is not None:
+        # The parent died without cleaning up (kill -9): the orphans do it.
+        shutil.rmtree(config.metrics_dir, ignore_errors=True)
+
+
+async def _serve_one(
+    config: Config,
+    *,
+    demo_key: bool,
+    sock: socket.socket | None = None,
+    watch: Callable[[], bool] | None = None,
+    ready: Callable[[], None] | None = None,
+) -> None:
+    """Serve ``config``'s port, or a worker's share of ``sock``.
+
+    A single process binds first, then announces: a busy port fails before
+    anything is printed. A worker announces nothing; its parent does.
+    """
+    config = fit_connections(config)  # before the store opens its files
+    quiet_accept_errors(asyncio.get_running_loop())
+    services = await bootstrap(config)
+    runner = build_runner(build_app(services, config), config, shutdown_timeout=STOP_SECONDS)
+    await runner.setup()
+    stop = _stop_on_signals()
+    watcher: asyncio.Task[None] | None = None
+    try:
+        site: web.BaseSite = (
+            web.TCPSite(runner, config.host, config.port) if sock is None
+            else web.SockSite(runner, sock)
+        )  # fmt: skip
+        await site.start()
+        if ready is not None:
+            ready()
+        if sock is None:
+            port = runner.addresses[0][1]  # the port bound: --port 0 picks one
+            print(f"slotward serving http://{config.host}:{port} "
+                  f"(database {config.db_url})")  # fmt: skip
+        if demo_key:
+            demo = Principal("demo", "demo-agent", "agent", 50)
+            made = await services.store.write(
+                lambda uow: create_key(uow, demo, services.clock, services.ids, config.key_hasher())
+            )
+            print(f"API key (tenant demo, agent demo-agent): {made.secret}")
+        sys.stdout.flush()
+        if watch is not None:
+            watcher = asyncio.create_task(_watch(watch, stop))
+        await stop.wait()
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+        await runner.cleanup()
+
+
+async def _watch(healthy: Callable[[], bool], stop: asyncio.Event) -> None:
+    """Stop when the process group falls apart (a parent or a sibling gone)."""
+    # Nothing signals a parent's death or a sibling's exit to us: poll.
+    while healthy():  # noqa: ASYNC110
+        await asyncio.sleep(0.5)
+    stop.set()

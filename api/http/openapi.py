@@ -1,0 +1,114 @@
+"""The OpenAPI 3.1 document, generated from the route table and the shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from slotward import __version__
+from slotward.api.http.routes import Route
+from slotward.api.http.schemas import PROBLEM
+from slotward.api.http.shapes import Shape, collect_components
+
+__all__ = ["build_openapi"]
+
+_IDEMPOTENCY_HEADERS = {
+    "Idempotency-Key": {
+        "description": "The key this call was recorded under (derived or the client's)",
+        "schema": {"type": "string"},
+    },
+    "Idempotent-Replayed": {
+        "description": "true when this is the stored first answer",
+        "schema": {"type": "string", "enum": ["true", "false"]},
+    },
+}
+
+
+def _ref(shape: Shape) -> dict[str, Any]:
+    return {"$ref": f"#/components/schemas/{shape.name}"}
+
+
+def _responses(route: Route) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for status, shape in sorted(route.responses.items()):
+        media = "application/json" if status < 400 else "application/problem+json"
+        entry: dict[str, Any] = {"description": f"{status}"}
+        if shape is None and status >= 400:
+            shape = PROBLEM
+        if isinstance(shape, tuple):
+            entry["content"] = {media: {"schema": {"anyOf": [_ref(s) for s in shape]}}}
+        elif shape is not None:
+            entry["content"] = {media: {"schema": _ref(shape)}}
+        if route.mutating and (status < 300 or status == 409):
+            required = not (route.sometimes_read_only and status == 200)
+            entry["headers"] = {
+                name: {**header, "required": required}
+                for name, header in _IDEMPOTENCY_HEADERS.items()
+            }
+        out[str(status)] = entry
+    out["default"] = {
+        "description": "problem+json",
+        "content": {"application/problem+json": {"schema": _ref(PROBLEM)}},
+    }
+    return out
+
+
+def _operation(route: Route) -> dict[str, Any]:
+    op: dict[str, Any] = {
+        "operationId": route.operation_id,
+        "summary": route.summary,
+        "tags": [route.tag],
+        "responses": _responses(route),
+    }
+    params = [
+        {
+            "name": p.name,
+            "in": p.where,
+            "required": p.required or p.where == "path",
+            "description": p.description,
+            "schema": p.schema.json_schema() if p.schema else {"type": "string"},
+        }
+        for p in route.params
+    ]
+    if route.mutating and route.client_key:
+        params.append(
+            {
+                "name": "Idempotency-Key",
+                "in": "header",
+                "required": False,
+                "description": "Your own key (1-255 printable ASCII) instead of the derived one",
+                "schema": {"type": "string", "minLength": 1, "maxLength": 255},
+            }
+        )
+    if params:
+        op["parameters"] = params
+    if route.request is not None:
+        op["requestBody"] = {
+            "required": not route.body_optional,
+            "content": {"application/json": {"schema": _ref(route.request)}},
+        }
+    op["security"] = [{"apiKey": []}] if route.auth else []
+    return op
+
+
+def build_openapi(routes: Sequence[Route]) -> dict[str, Any]:
+    paths: dict[str, dict[str, Any]] = {}
+    shapes: list[Shape] = [PROBLEM]
+    for route in routes:
+        paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
+        if route.request is not None:
+            shapes.append(route.request)
+        for declared in route.responses.values():
+            if isinstance(declared, tuple):
+                shapes.extend(declared)
+            elif declared is not None:
+                shapes.append(declared)
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "slotward", "version": __version__},
+        "paths": paths,
+        "components": {
+            "schemas": collect_components(shapes),
+            "securitySchemes": {"apiKey": {"type": "http", "scheme": "bearer"}},
+        },
+    }

@@ -1,0 +1,148 @@
+"""Every operation of the HTTP API, in one table."""
+
+from __future__ import annotations
+
+from slotward.api.http import schemas as s
+from slotward.api.http.execution_handlers import (
+    acquire_execution,
+    complete_execution,
+    read_execution,
+)
+from slotward.api.http.hold_handlers import (
+    commit_hold,
+    create_hold,
+    list_holds_handler,
+    read_hold,
+    release_hold,
+    tool_call,
+)
+from slotward.api.http.other_handlers import (
+    audit_handler,
+    audit_verify_handler,
+    availability_handler,
+    health_handler,
+    openapi_handler,
+    put_attendee_handler,
+)
+from slotward.api.http.routes import Param, Route
+from slotward.api.http.shapes import Field
+from slotward.api.http.telemetry import metrics_handler
+from slotward.api.http.workflow_handlers import workflow_handler
+
+__all__ = ["ROUTES"]
+
+_ID = Param("hold_id", "path", required=True)
+_KEY = Param("key", "path", required=True, description="The key as answered in Idempotency-Key")
+_WRITE = {409: s.CONFLICT, 422: None, 401: None, 403: None}
+
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "POST", "/v1/holds", create_hold, "createHold", "Place a hold (create_calendar_hold)",
+        request=s.HOLD_CREATE, responses={201: s.HOLD, **_WRITE}, mutating=True,
+    ),
+    Route(
+        "GET", "/v1/holds", list_holds_handler, "listHolds", "List holds",
+        responses={200: s.HOLD_LIST},
+        params=(
+            Param("workflow_id"), Param("status", description="comma-separated"),
+            Param("attendee"), Param("cursor"),
+            Param("limit", schema=Field("limit", "integer", minimum=1, maximum=200)),
+        ),
+    ),
+    Route(
+        "GET", "/v1/holds/{hold_id}", read_hold, "getHold", "Read a hold",
+        responses={200: s.HOLD, 404: None}, params=(_ID,),
+    ),
+    Route(
+        "POST", "/v1/holds/{hold_id}/commit", commit_hold, "commitHold", "Commit a hold",
+        request=s.COMMIT, responses={200: s.HOLD, 404: None, **_WRITE}, params=(_ID,),
+        mutating=True,
+    ),
+    Route(
+        "POST", "/v1/holds/{hold_id}/release", release_hold, "releaseHold",
+        "Release a hold (the compensating action)",
+        request=s.RELEASE, responses={200: s.HOLD, 404: None, 401: None, 403: None},
+        params=(_ID,), mutating=True, body_optional=True,
+    ),
+    Route(
+        "GET", "/v1/availability", availability_handler, "getAvailability",
+        "Busy intervals, free gaps and free slots", responses={200: s.AVAILABILITY},
+        params=(
+            Param(
+                "attendees", required=True, repeatable=True,
+                description="comma-separated ids or emails (the parameter may repeat)",
+            ),
+            Param("from", required=True), Param("to", required=True), Param("timezone"),
+            Param("duration_minutes"), Param("limit"),
+        ),
+    ),
+    Route(
+        "POST", "/v1/tool-calls", tool_call, "toolCall", "Call a tool in an LLM's envelope",
+        request=s.TOOL_CALL,
+        responses={200: (s.HOLD, s.AVAILABILITY), 201: s.HOLD, **_WRITE}, mutating=True,
+        sometimes_read_only=True, tag="tools",
+    ),
+    Route(
+        "POST", "/v1/executions", acquire_execution, "acquireExecution",
+        "Acquire the lease to run a tool call once, or get its first result",
+        request=s.EXECUTION_ACQUIRE,
+        responses={
+            201: s.EXECUTION_ACQUIRED, 200: s.EXECUTION_RESULT, 409: None, 422: None,
+            401: None, 403: None,
+        },
+        mutating=True, tag="executions",
+    ),
+    Route(
+        "POST", "/v1/executions/{key}/complete", complete_execution, "completeExecution",
+        "Report the outcome of an acquired execution (fenced by its lease token)",
+        request=s.EXECUTION_COMPLETE,
+        responses={
+            200: s.EXECUTION_RESULT, 404: None, 409: None, 422: None, 401: None, 403: None
+        },
+        params=(_KEY,), mutating=True, client_key=False, tag="executions",
+    ),
+    Route(
+        "GET", "/v1/executions/{key}", read_execution, "getExecution", "Read an execution record",
+        responses={200: s.EXECUTION, 404: None}, params=(_KEY,), tag="executions",
+    ),
+    Route(
+        "GET", "/v1/workflows/{workflow_id}", workflow_handler, "getWorkflow",
+        "A workflow's holds, executions, replay count and last activity",
+        responses={200: s.WORKFLOW, 404: None},
+        params=(Param("workflow_id", "path", required=True),), tag="workflows",
+    ),
+    Route(
+        "POST", "/v1/attendees", put_attendee_handler, "putAttendee",
+        "Create or update an attendee and its email aliases (admin)",
+        request=s.ATTENDEE_PUT, responses={200: s.ATTENDEE, 409: None}, tag="directory",
+    ),
+    Route(
+        "GET", "/v1/audit", audit_handler, "listAudit", "The tenant's audit log",
+        responses={200: s.AUDIT_LIST}, params=(Param("cursor"), Param("limit")), tag="audit",
+    ),
+    Route(
+        "GET", "/v1/audit/verify", audit_verify_handler, "verifyAudit",
+        "Recompute the tenant's hash chain", responses={200: s.AUDIT_VERIFY, 422: None},
+        params=(
+            Param(
+                "checkpoint",
+                description="a signed head from `slotward audit checkpoint`: the chain "
+                "must still hold its entry (catches a deleted tail)",
+            ),
+        ),
+        tag="audit",
+    ),
+    Route(
+        "GET", "/healthz", health_handler, "health", "Liveness", responses={200: s.HEALTH},
+        auth=False, tag="ops",
+    ),
+    Route(
+        "GET", "/metrics", metrics_handler, "metrics",
+        "Prometheus metrics of this process (no tenant data)", responses={200: None},
+        auth=False, tag="ops",
+    ),
+    Route(
+        "GET", "/openapi.json", openapi_handler, "openapi", "This document",
+        responses={200: None}, auth=False, tag="ops",
+    ),
+)  # fmt: skip

@@ -1,0 +1,105 @@
+"""The observation of every request (metrics and the access log), and ``GET /metrics``.
+
+What is counted, and how ``--workers`` processes share it: api/metrics.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from datetime import datetime
+from typing import Any
+
+from aiohttp import web
+from aiohttp.typedefs import Handler
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from slotward.api.http.auth import PRINCIPAL
+from slotward.api.http.calls import REPLY
+from slotward.api.http.context import SERVICES
+from slotward.api.metrics import Metrics
+from slotward.engine.errors import SlotwardError
+from slotward.engine.model import Gauges, Reply
+from slotward.engine.ports import UnitOfWork
+
+__all__ = ["UNMATCHED", "metrics_handler", "observe_middleware"]
+
+access_log = logging.getLogger("slotward.access")
+
+UNMATCHED = "unmatched"  # the route label of a path no route matched
+
+
+def _reply(response: web.StreamResponse) -> Reply | None:
+    return response.get(REPLY)
+
+
+def _route(request: web.Request) -> str:
+    resource = request.match_info.route.resource
+    return UNMATCHED if resource is None else resource.canonical
+
+
+def _failure(exc: Exception) -> tuple[int, str]:
+    """The status and the log outcome of an exception the problem middleware answers."""
+    if isinstance(exc, SlotwardError):
+        return exc.status, exc.code
+    if isinstance(exc, web.HTTPException):
+        return exc.status, "http_error"
+    return 500, "internal_error"
+
+
+@web.middleware
+async def observe_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count and time every request and write its access line; errors pass through."""
+    metrics = request.app[SERVICES].metrics
+    started = time.perf_counter()
+    try:
+        response = await handler(request)
+    except Exception as exc:
+        status, outcome = _failure(exc)
+        if isinstance(exc, SlotwardError):
+            metrics.refused(exc)
+        key = exc.idempotency_key if isinstance(exc, SlotwardError) else None
+        _observe(request, metrics, started, status, outcome=outcome, key=key)
+        raise
+    reply = _reply(response)
+    if reply is None:
+        _observe(request, metrics, started, response.status)
+    else:
+        metrics.answered(reply)
+        _observe(request, metrics, started, response.status, outcome=reply.outcome,
+                 key=reply.key, workflow=reply.workflow_id, hold=reply.hold_id)  # fmt: skip
+    return response
+
+
+def _observe(
+    request: web.Request, metrics: Metrics, started: float, status: int, **fields: Any
+) -> None:
+    seconds = time.perf_counter() - started
+    route = _route(request)
+    metrics.request(route, request.method, status, seconds)
+    if not access_log.isEnabledFor(logging.INFO):
+        return
+    principal = request.get(PRINCIPAL)
+    if principal is not None:
+        fields.update(agent=principal.agent_id, tenant=principal.tenant)
+    access_log.info(
+        "%s %s %s", request.method, route, status,
+        extra={"method": request.method, "route": route, "status": status,
+               "duration_ms": round(seconds * 1000, 3), **fields},
+    )  # fmt: skip
+
+
+async def metrics_handler(request: web.Request) -> web.Response:
+    """The Prometheus text format; the gauges are read from the store now."""
+    svc = request.app[SERVICES]
+    now = svc.clock.now()
+    gauges = await svc.store.read(lambda uow: _gauges(uow, now))
+    svc.metrics.set_gauges(gauges, now)
+    return web.Response(
+        body=svc.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
+    )
+
+
+def _gauges(uow: UnitOfWork, now: datetime) -> Gauges:
+    with uow:
+        return uow.stats.gauges(now)

@@ -1,0 +1,1 @@
+"""Background workers a server process runs beside the HTTP app."""

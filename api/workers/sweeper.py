@@ -1,0 +1,53 @@
+"""The background sweeper: marks expired holds and emits ``hold.expired``,
+purges idempotency records past retention, and flushes replay counts.
+
+Reads never depend on it (a held hold past expiry already reads expired and
+never blocks); it makes the state and the events catch up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from slotward.api.http.context import Services
+from slotward.engine.errors import Unavailable
+from slotward.engine.usecases.lifecycle import expire_due
+from slotward.engine.usecases.retention import purge_expired, purge_replay_seconds
+
+__all__ = ["sweep_forever", "sweep_once"]
+
+log = logging.getLogger("slotward.sweeper")
+
+
+async def sweep_once(svc: Services, batch: int = 500) -> int:
+    """Expire everything due now, in batches; return how many holds expired."""
+    total = 0
+    while True:  # one tenant per transaction, until nothing is due
+        n = await svc.store.write(
+            lambda uow: expire_due(uow, svc.clock, svc.ids, batch, audit_key=svc.policy.audit_key)
+        )
+        total += n
+        if n == 0:
+            break
+    while True:
+        purged = await svc.store.write(lambda uow: purge_expired(uow, svc.clock, batch))
+        svc.metrics.purged(purged)
+        if purged == 0:
+            break
+    window = svc.policy.storm_window
+    while await svc.store.write(lambda uow: purge_replay_seconds(uow, svc.clock, window)):
+        pass  # one quiet tenant at a time
+    await svc.storms.flush()
+    return total
+
+
+async def sweep_forever(svc: Services, interval: float) -> None:
+    while True:
+        try:
+            await sweep_once(svc)
+        except Unavailable as busy:  # the store is busy or away: no traceback to read
+            log.warning("sweep deferred: %s; trying again next interval", busy)
+        except Exception:
+            log.exception("sweep failed; trying again next interval")
+        await asyncio.sleep(interval)

@@ -1,0 +1,1 @@
+"""The rules of the coordination core: pure functions of values, no ports."""

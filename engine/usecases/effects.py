@@ -1,0 +1,57 @@
+"""What every state change writes beside itself: an audit entry and an outbox event."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from slotward.engine.model import Hold, OutboxEvent
+from slotward.engine.ports import IdGenerator, UnitOfWork
+from slotward.engine.rules.audit import AuditKey, next_entry
+from slotward.engine.rules.documents import hold_document
+
+__all__ = ["audit", "emit"]
+
+
+def audit(
+    uow: UnitOfWork,
+    tenant: str,
+    actor: str,
+    now: datetime,
+    action: str,
+    key: str | None,
+    hold_id: str | None,
+    outcome: str,
+    *,
+    audit_key: AuditKey | None,
+) -> int:
+    """Append to the tenant's chain (an HMAC chain under ``audit_key``); return the new seq.
+
+    ``audit_key`` has no default: a call that forgot it would write plain entries
+    while the server holds a key (mypy catches the omission).
+    """
+    entry = next_entry(
+        uow.audit.head(tenant),
+        tenant=tenant,
+        at=now,
+        actor=actor,
+        action=action,
+        key=key,
+        hold_id=hold_id,
+        outcome=outcome,
+        audit_key=audit_key,
+    )
+    uow.audit.append(entry)
+    return entry.seq
+
+
+def emit(
+    uow: UnitOfWork,
+    ids: IdGenerator,
+    hold: Hold,
+    event_type: str,
+    now: datetime,
+    extra: dict[str, object] | None = None,
+) -> None:
+    """Queue ``event_type`` for delivery, in the same transaction as the change."""
+    payload = {"hold": hold_document(hold, now), **(extra or {})}
+    uow.outbox.add(OutboxEvent(ids.new_id("evt"), hold.tenant, event_type, now, payload, hold.id))

@@ -1,0 +1,311 @@
+"""Use case: place a hold (the ``create_calendar_hold`` tool).
+
+Everything happens in one transaction: the replay checks, the conflict
+decision, the preemptions, the new hold, its idempotency record with the
+stored answer, the audit entries and the outbox events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+from slotward.engine.errors import SlotConflict, ValidationFailed, answering_for
+from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
+from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
+from slotward.engine.rules import conflicts
+from slotward.engine.rules.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
+from slotward.engine.rules.audit import AuditKey
+from slotward.engine.rules.documents import encode, hold_document
+from slotward.engine.rules.fingerprint import (
+    check_claimable,
+    derive_key,
+    hold_intent,
+    intent_fingerprint,
+    ledger_key,
+    public_key,
+)
+from slotward.engine.rules.holds import Preempt, apply
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import Interval, format_instant
+from slotward.engine.usecases.effects import audit, emit
+from slotward.engine.usecases.expiry import expire_stale
+
+__all__ = ["HoldRequest", "Lookup", "lookup_replay", "place_hold"]
+
+TOOL = "create_calendar_hold"
+
+
+@dataclass(frozen=True)
+class HoldRequest:
+    """A validated create call; attendees are parsed but not yet resolved."""
+
+    principal: Principal
+    workflow_id: str
+    step: int | None
+    attendees: tuple[AttendeeRef, ...]
+    interval: Interval
+    title: str
+    description: str | None
+    priority: int
+    ttl_seconds: int
+    client_key: str | None = None
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    resolved: ResolvedAttendees
+    key: str
+    fingerprint: str
+    intent_fp: str
+
+
+def _prepare(uow: UnitOfWork, req: HoldRequest, policy: Policy) -> _Prepared:
+    tenant = req.principal.tenant
+    emails = [a.value for a in req.attendees if a.kind == "email"]
+    ids = [a.value for a in req.attendees if a.kind == "id"]
+    directory, known = uow.directory.lookup(tenant, emails, ids)
+    resolved = resolve_attendees(
+        tenant,
+        req.attendees,
+        directory=directory,
+        known_ids=known,
+        allow_unknown=policy.allow_unknown_attendees,
+    )
+    intent = hold_intent(resolved.ids, req.interval)
+    derived = derive_key(
+        tenant=tenant, workflow=req.workflow_id, tool=TOOL, intent=intent, step=req.step
+    )
+    return _Prepared(
+        resolved=resolved,
+        key=ledger_key(req.client_key, derived),
+        fingerprint=derived,
+        intent_fp=intent_fingerprint(tenant=tenant, tool=TOOL, intent=intent),
+    )
+
+
+def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -> Reply | None:
+    tenant = req.principal.tenant
+    record = uow.ledger.get(tenant, prep.key)
+    if record is not None and record.fingerprint == prep.fingerprint:
+        return _now_status(uow, replay_record(record, prep.fingerprint), tenant, now)
+    live = uow.holds.find_live_intent(tenant, req.workflow_id, prep.intent_fp, now)
+    if record is not None and (live is None or record.hold_id != live.id):
+        return replay_record(record, prep.fingerprint)  # a key reused: 422
+    # No record, or the key a step-drift replay answered, sent back: the live
+    # hold of this intent answers either way.
+    if live is None:
+        return None
+    first = uow.ledger.get(tenant, live.key)
+    if first is None:  # cannot happen: a hold is written with its record
+        return None
+    found = Reply(first.status_code, first.body, public_key(first.key), True, first.hold_id)
+    return replace(found, hold_status=live.status_at(now).value)
+
+
+def _now_status(uow: UnitOfWork, reply: Reply, tenant: str, now: datetime) -> Reply:
+    """A replayed create, with its hold's status now (the stored answer says ``held``)."""
+    hold = None if reply.hold_id is None else uow.holds.get(tenant, reply.hold_id)
+    return reply if hold is None else replace(reply, hold_status=hold.status_at(now).value)
+
+
+def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:
+    """The stored first answer, or 422 when a client key is reused for another call."""
+    if record.fingerprint != fingerprint:
+        raise ValidationFailed(
+            "this Idempotency-Key was already used for a different request",
+            code="idempotency_key_reused",
+        )
+    return Reply(record.status_code, record.body, public_key(record.key), True, record.hold_id)
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """What a read learned of a create: its key, and its stored answer if any."""
+
+    key: str
+    reply: Reply | None
+
+
+def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock) -> Lookup:
+    """Read-only fast path: the key of this call and its stored answer, if any."""
+    with uow:
+        now = clock.now()
+        prep = _prepare(uow, req, policy)
+        reply = _replay(uow, req, prep, now)
+        if reply is not None:
+            reply = replace(reply, workflow_id=req.workflow_id)
+        return Lookup(public_key(prep.key), reply)
+
+
+def place_hold(
+    uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock, ids: IdGenerator
+) -> Reply:
+    """Place a hold, replay the first answer, or raise a 4xx :class:`SlotwardError`."""
+    with uow:
+        uow.lock_tenant(req.principal.tenant)
+        now = clock.now()  # after the lock: writers that waited for it see fresh time
+        prep = _prepare(uow, req, policy)
+        with answering_for(public_key(prep.key)):
+            reply = _place(uow, req, prep, policy, now, ids)
+        return replace(reply, workflow_id=req.workflow_id)
+
+
+def _place(
+    uow: UnitOfWork,
+    req: HoldRequest,
+    prep: _Prepared,
+    policy: Policy,
+    now: datetime,
+    ids: IdGenerator,
+) -> Reply:
+    replay = _replay(uow, req, prep, now)
+    if replay is not None:
+        return replay
+    check_claimable(prep.key, prep.fingerprint)
+    _check_window(req.interval, now, policy.max_hold)
+    principal = req.principal
+    claim = conflicts.Claim(
+        prep.resolved.ids, req.interval.start, req.interval.end, req.priority, prep.intent_fp
+    )
+    blockers = uow.holds.blocking(principal.tenant, claim.attendees, claim.start, claim.end, now)
+    decision = conflicts.decide(claim, blockers, now)
+    if isinstance(decision, conflicts.Blocked):
+        error = _conflict_error(uow, req, prep, decision, now, policy)
+        audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key, None,
+              "conflict", audit_key=policy.audit_key)  # fmt: skip
+        uow.commit()  # the refusal is audited; nothing else of it is stored
+        raise error
+    span = (claim.start, claim.end)
+    expire_stale(uow, principal.tenant, claim.attendees, span, now, ids, audit_key=policy.audit_key)
+    hold_id = ids.new_id("hold")
+    if isinstance(decision, conflicts.Preempt):
+        _preempt(uow, principal, decision.losers, hold_id, now, ids, policy.audit_key)
+        reply = _create(uow, req, prep, hold_id, policy, now, ids)
+        return replace(reply, preempted=len(decision.losers))
+    return _create(uow, req, prep, hold_id, policy, now, ids)
+
+
+def _create(
+    uow: UnitOfWork,
+    req: HoldRequest,
+    prep: _Prepared,
+    hold_id: str,
+    policy: Policy,
+    now: datetime,
+    ids: IdGenerator,
+) -> Reply:
+    principal = req.principal
+    uow.directory.register(principal.tenant, prep.resolved.new, now)
+    seq = audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key,
+                hold_id, "fresh", audit_key=policy.audit_key)  # fmt: skip
+    hold = _new_hold(req, prep, hold_id, seq, now)
+    uow.holds.add(hold)
+    body = encode(hold_document(hold, now))
+    uow.ledger.add(
+        LedgerRecord(
+            principal.tenant, prep.key, prep.fingerprint, "succeeded", 201, body, now,
+            now + policy.retention, hold.id, workflow_id=req.workflow_id, tool=TOOL,
+            agent_id=principal.agent_id, completed_at=now,
+        )
+    )  # fmt: skip
+    emit(uow, ids, hold, "hold.created", now)
+    uow.commit()
+    return Reply(201, body, public_key(prep.key), False, hold.id)
+
+
+def _check_window(interval: Interval, now: datetime, max_hold: timedelta) -> None:
+    if interval.start < now:
+        raise ValidationFailed(
+            f"start {format_instant(interval.start)} is in the past",
+            code="start_in_past",
+            extra={"field": "start"},
+        )
+    if interval.end - interval.start > max_hold:
+        hours = max_hold.total_seconds() / 3600
+        raise ValidationFailed(
+            f"a hold may last at most {hours:g} hours", code="hold_too_long", extra={"field": "end"}
+        )
+
+
+def _new_hold(req: HoldRequest, prep: _Prepared, hold_id: str, seq: int, now: datetime) -> Hold:
+    return Hold(
+        id=hold_id,
+        key=prep.key,
+        tenant=req.principal.tenant,
+        workflow_id=req.workflow_id,
+        agent_id=req.principal.agent_id,
+        attendees=prep.resolved.ids,
+        start=req.interval.start,
+        end=req.interval.end,
+        title=req.title,
+        description=req.description,
+        priority=req.priority,
+        status=HoldStatus.HELD,
+        expires_at=now + timedelta(seconds=req.ttl_seconds),
+        token=1,
+        intent_fp=prep.intent_fp,
+        created_at=now,
+        updated_at=now,
+        audit_seq=seq,
+    )
+
+
+def _preempt(
+    uow: UnitOfWork,
+    principal: Principal,
+    losers: tuple[Hold, ...],
+    winner_id: str,
+    now: datetime,
+    ids: IdGenerator,
+    audit_key: AuditKey | None,
+) -> None:
+    for loser in losers:
+        moved, _ = apply(loser, Preempt(winner_id), now)
+        uow.holds.save(moved)
+        audit(
+            uow,
+            principal.tenant,
+            principal.agent_id,
+            now,
+            "hold.preempt",
+            loser.key,
+            loser.id,
+            "preempted",
+            audit_key=audit_key,
+        )
+        emit(uow, ids, moved, "hold.preempted", now, {"preempted_by": winner_id})
+
+
+def _conflict_error(
+    uow: UnitOfWork,
+    req: HoldRequest,
+    prep: _Prepared,
+    decision: conflicts.Blocked,
+    now: datetime,
+    policy: Policy,
+) -> SlotConflict:
+    interval = req.interval
+    lo, hi = interval.start - policy.max_window, interval.end + policy.max_window
+    busy = uow.holds.blocking(req.principal.tenant, prep.resolved.ids, lo, hi, now)
+    alternatives = conflicts.find_alternatives(
+        [(h.start, h.end) for h in busy if h.blocks_at(now)],
+        start=interval.start,
+        duration=interval.end - interval.start,
+        now=now,
+        count=policy.alternatives,
+        horizon=policy.max_window,
+    )
+    kinds = sorted({c["kind"] for c in decision.conflicts})
+    error = SlotConflict(
+        f"the slot is taken ({', '.join(kinds)}) for at least one attendee",
+        retryable=decision.retry_after is not None,
+        retry_after=decision.retry_after,
+        extra={
+            "conflicts": list(decision.conflicts),
+            "alternatives": [
+                {"start": format_instant(s), "end": format_instant(e)} for s, e in alternatives
+            ],
+        },
+    )
+    return error

@@ -1,0 +1,1 @@
+"""slotward.testing: helpers users may import to test what they build on slotward."""

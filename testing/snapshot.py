@@ -1,0 +1,49 @@
+"""Read a whole store once, for the history checker (``slotward.testing.history``).
+
+Synchronous on purpose: tests and benchmarks call it after their servers are
+done (or killed), outside any event loop. The async driver of a URL is swapped
+for its sync sibling, so the URL the server was given works as is.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import create_engine, select
+from sqlalchemy.pool import NullPool
+
+from slotward.adapters.store import tables as t
+from slotward.adapters.store.hold_repo import hold_from_row
+from slotward.adapters.store.ledger_repo import record_from_row
+from slotward.adapters.store.repos import audit_from_row
+from slotward.testing.history import Snapshot
+
+__all__ = ["load_snapshot", "sync_url"]
+
+_SYNC_DRIVERS = {"+asyncpg": "+psycopg", "+aiosqlite": ""}
+
+
+def sync_url(url: str) -> str:
+    """The URL with its sync driver: ``+asyncpg`` -> ``+psycopg``, ``+aiosqlite`` -> none."""
+    for driver, sync in _SYNC_DRIVERS.items():
+        url = url.replace(driver, sync, 1)
+    return url
+
+
+def load_snapshot(url: str) -> Snapshot:
+    """Every hold, ledger record and audit entry in the database at ``url``, in one transaction."""
+    # SERIALIZABLE: the three reads see one state (PostgreSQL; SQLite always does)
+    engine = create_engine(sync_url(url), poolclass=NullPool, isolation_level="SERIALIZABLE")
+    try:
+        with engine.begin() as conn:
+            holds = conn.execute(select(t.holds).order_by(t.holds.c.id)).all()
+            ledger = conn.execute(select(t.ledger).order_by(t.ledger.c.tenant, t.ledger.c.key))
+            records = ledger.all()
+            audit = conn.execute(
+                select(t.audit_log).order_by(t.audit_log.c.tenant, t.audit_log.c.seq)
+            ).all()
+    finally:
+        engine.dispose()
+    return Snapshot(
+        holds=tuple(hold_from_row(row._mapping) for row in holds),
+        ledger=tuple(record_from_row(row._mapping) for row in records),
+        audit=tuple(audit_from_row(r._mapping) for r in audit),
+    )

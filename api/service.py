@@ -41,6 +41,7 @@ from slotward.engine.usecases.placing import HoldRequest, Lookup, lookup_replay,
 __all__ = [
     "ADMINS",
     "ROLES",
+    "RUNNERS",
     "WRITERS",
     "NewKey",
     "acquire_execution",

@@ -196,7 +196,7 @@ FIND_FREE_SLOTS = Tool(
     description=(
         "Find slots of duration_minutes when every attendee is free between from and to, "
         "and the busy intervals and free gaps around them. Read-only: it books nothing, so "
-        "call it before create_calendar_hold to choose a slot, and again as often as needed."
+        "call it before create_calendar_hold to choose a slot; a retry only reads again."
     ),
     fields=(
         replace(_ATTENDEES, description=""),

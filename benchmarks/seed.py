@@ -62,8 +62,8 @@ import asyncpg  # type: ignore[import-untyped]  # ships no type information
 
 from slotward.adapters.store.instants import from_us, to_us
 from slotward.adapters.store.sqlite.store import sqlite_path
+from slotward.api.bootstrap import migrate
 from slotward.api.config import Config
-from slotward.api.http.app import migrate
 from slotward.benchmarks.seed_plan import plan_holds
 from slotward.benchmarks.seed_rows import COLUMNS, Rows, SeedRows
 from slotward.engine.rules.attendees import attendee_id_for_email

@@ -36,10 +36,10 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import create_async_engine
 from sqlalchemy.pool import NullPool
 
+from slotward.api.bootstrap import open_store
 from slotward.api.config import Config
-from slotward.api.http.app import open_store
-from slotward.api.http.auth import create_key
 from slotward.api.keyhash import KeyHasher
+from slotward.api.keys import create_key
 from slotward.benchmarks.results import db_kind
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal

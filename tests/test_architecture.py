@@ -104,9 +104,7 @@ def test_policy_time_comes_from_the_service_clock() -> None:
     limit, an expiry) reads the service clock, so tests step it instead of
     sleeping: the rate limiter once counted by ``time.monotonic``, and its default
     could only be tested by racing."""
-    allowed = {
-        ROOT / "api" / n for n in ("http/telemetry.py", "http/execution_handlers.py", "keycache.py")
-    }
+    allowed = {ROOT / "api" / n for n in ("http/telemetry.py", "ledger.py", "keycache.py")}
     readers = {"time.monotonic", "time.monotonic_ns", "time.perf_counter", "loop.time"}
     for folder in SOURCE_DIRS:
         for path in _modules(folder):
@@ -322,7 +320,7 @@ def _touch_after_commit(tree: ast.AST) -> list[int]:
 
 
 @pytest.mark.parametrize(
-    "path", [*_modules("engine"), ROOT / "api" / "http" / "auth.py"], ids=lambda p: p.name
+    "path", [*_modules("engine"), ROOT / "api" / "keys.py"], ids=lambda p: p.name
 )
 def test_a_use_case_touches_nothing_after_its_commit(path: Path) -> None:
     """On SQLite a call may run in a group (adapters/store/sqlite/writer.py): work

@@ -17,10 +17,11 @@ import sys
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TypeVar
 
+from slotward.api import service
+from slotward.api.bootstrap import open_store
 from slotward.api.config import Config
-from slotward.api.http.app import open_store
 from slotward.engine.clock import SystemClock
 from slotward.engine.errors import SlotwardError, ValidationFailed
 from slotward.engine.ports import Store, UnitOfWork
@@ -31,7 +32,6 @@ from slotward.engine.rules.checkpoints import (
     seal_chain,
     take_checkpoint,
 )
-from slotward.engine.usecases.reads import verify_tenant
 
 __all__ = ["add_audit_parser", "run_audit"]
 
@@ -157,14 +157,7 @@ async def _verify(
     failed = 0
     for tenant in tenants:
         mine = [p for p in points if p.tenant == tenant]
-        doc = await store.read(partial(_verified, tenant=tenant, key=key, points=mine))
+        doc = await service.verify_tenant_audit(store, tenant, key, mine)
         print(json.dumps({"tenant": tenant, **doc}, separators=(",", ":")), flush=True)
         failed += not doc["ok"]
     return 1 if failed else 0
-
-
-def _verified(
-    uow: UnitOfWork, *, tenant: str, key: AuditKey | None, points: list[Checkpoint]
-) -> dict[str, Any]:
-    with uow:
-        return verify_tenant(uow, tenant, key, points)

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
+from slotward.api import service
+from slotward.api.bootstrap import migrate, open_store
 from slotward.api.cli.audit import add_audit_parser, run_audit
 from slotward.api.cli.serving import serve
 from slotward.api.config import Config
-from slotward.api.http.app import migrate, open_store
-from slotward.api.http.auth import ROLES, NewKey, create_key, revoke_key
 from slotward.api.logs import configure_logging
 from slotward.benchmarks.cli import add_bench_parser, run_bench
 from slotward.engine.clock import SystemClock, TimeOrderedIds
@@ -48,7 +48,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     create = keys.add_parser("create", help="create a key; prints it as the last line")
     create.add_argument("--tenant", required=True)
     create.add_argument("--agent", required=True)
-    create.add_argument("--role", choices=ROLES, default="agent")
+    create.add_argument("--role", choices=service.ROLES, default="agent")
     create.add_argument("--priority", type=int, default=50)
     revoke = keys.add_parser("revoke", help="revoke a key by its id (printed by keys create)")
     revoke.add_argument("key_id")
@@ -58,14 +58,11 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     return parser
 
 
-async def _new_key(config: Config, principal: Principal) -> NewKey:
+async def _new_key(config: Config, principal: Principal) -> service.NewKey:
     store = await open_store(config)
     try:
-        return await store.write(
-            lambda uow: create_key(
-                uow, principal, SystemClock(), TimeOrderedIds(), config.key_hasher()
-            )
-        )
+        hasher = config.key_hasher()
+        return await service.issue_key(store, principal, SystemClock(), TimeOrderedIds(), hasher)
     finally:
         await store.close()
 
@@ -73,7 +70,7 @@ async def _new_key(config: Config, principal: Principal) -> NewKey:
 async def _revoke(config: Config, key_id: str) -> None:
     store = await open_store(config)
     try:
-        await store.write(lambda uow: revoke_key(uow, key_id, SystemClock()))
+        await service.withdraw_key(store, key_id, SystemClock())
     finally:
         await store.close()
 

@@ -30,9 +30,10 @@ from dataclasses import replace
 
 from aiohttp import web
 
+from slotward.api import service
+from slotward.api.bootstrap import bootstrap, migrate, open_store
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app, migrate, open_store
-from slotward.api.http.auth import create_key
+from slotward.api.http.app import build_app
 from slotward.api.http.edges import build_runner
 from slotward.api.http.fdlimit import fit_connections, quiet_accept_errors
 from slotward.api.logs import configure_logging
@@ -139,8 +140,8 @@ async def _demo_key(config: Config) -> str:
     store = await open_store(config)
     try:
         demo = Principal("demo", "demo-agent", "agent", 50)
-        made = await store.write(
-            lambda uow: create_key(uow, demo, SystemClock(), TimeOrderedIds(), config.key_hasher())
+        made = await service.issue_key(
+            store, demo, SystemClock(), TimeOrderedIds(), config.key_hasher()
         )
     finally:
         await store.close()
@@ -196,8 +197,8 @@ async def _serve_one(
                   f"(database {config.db_url})")  # fmt: skip
         if demo_key:
             demo = Principal("demo", "demo-agent", "agent", 50)
-            made = await services.store.write(
-                lambda uow: create_key(uow, demo, services.clock, services.ids, config.key_hasher())
+            made = await service.issue_key(
+                services.store, demo, services.clock, services.ids, config.key_hasher()
             )
             print(f"API key (tenant demo, agent demo-agent): {made.secret}")
         sys.stdout.flush()

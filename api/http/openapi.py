@@ -8,7 +8,7 @@ from typing import Any
 from slotward import __version__
 from slotward.api.http.routes import Route
 from slotward.api.http.schemas import PROBLEM
-from slotward.api.http.shapes import Shape, collect_components
+from slotward.engine.rules.shapes import Shape, collect_components
 
 __all__ = ["build_openapi"]
 

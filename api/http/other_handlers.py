@@ -1,4 +1,4 @@
-"""Handlers of the read side, the directory, health and the spec."""
+"""Handlers of the read side, the directory, health and the spec: decode, call, encode."""
 
 from __future__ import annotations
 
@@ -7,15 +7,14 @@ from typing import Any
 
 from aiohttp import web
 
-from slotward.api.http import calls, schemas
+from slotward.api import service
+from slotward.api.http import schemas
 from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
 from slotward.api.http.jsonbody import read_json
 from slotward.api.http.params import query_int, required
+from slotward.api.http.responses import json_response
 from slotward.engine.errors import ValidationFailed
-from slotward.engine.model import Role
-from slotward.engine.usecases.directory import put_attendee
-from slotward.engine.usecases.reads import list_audit, verify_audit
 
 __all__ = [
     "OPENAPI",
@@ -28,7 +27,6 @@ __all__ = [
 ]
 
 OPENAPI = web.AppKey("openapi", bytes)
-ADMINS: tuple[Role, ...] = ("admin",)
 
 
 async def availability_handler(request: web.Request) -> web.Response:
@@ -51,10 +49,10 @@ async def availability_handler(request: web.Request) -> web.Response:
         if value is not None:
             fields[name] = value
     try:
-        found = await calls.find_slots(svc, principal, attendees, fields)
+        found = await service.find_slots(svc, principal, attendees, fields)
     except ValidationFailed as error:
         raise _plus_hint(error, fields) from None
-    return calls.json_response(found)
+    return json_response(found)
 
 
 def _plus_hint(error: ValidationFailed, fields: dict[str, Any]) -> ValidationFailed:
@@ -75,37 +73,29 @@ async def audit_handler(request: web.Request) -> web.Response:
     principal = await authenticate(request, svc.keys)
     cursor = query_int(request, "cursor", 0, 2**53 - 1) or 0
     limit = query_int(request, "limit", 1, 500) or 100
-    doc = await svc.store.read(lambda uow: list_audit(uow, principal, after=cursor, limit=limit))
-    return calls.json_response(doc)
+    doc = await service.list_audit(svc, principal, cursor, limit)
+    return json_response(doc)
 
 
 async def audit_verify_handler(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys)
-    checkpoint = request.query.get("checkpoint")
-    key = svc.policy.audit_key
-    doc = await svc.store.read(
-        lambda uow: verify_audit(uow, principal, audit_key=key, checkpoint=checkpoint)
-    )
-    return calls.json_response(doc)
+    doc = await service.verify_audit(svc, principal, request.query.get("checkpoint"))
+    return json_response(doc)
 
 
 async def put_attendee_handler(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
-    principal = await authenticate(request, svc.keys, ADMINS)
+    principal = await authenticate(request, svc.keys, service.ADMINS)
     fields = schemas.ATTENDEE_PUT.validate(await read_json(request))
-    doc = await svc.store.write(
-        lambda uow: put_attendee(
-            uow, principal, fields.get("id"), fields.get("name"), fields["emails"], svc.clock
-        )
-    )
-    return calls.json_response(doc)
+    doc = await service.put_attendee(svc, principal, fields)
+    return json_response(doc)
 
 
 async def health_handler(request: web.Request) -> web.Response:
     # The process id tells an operator (and the multi-process test) which of
     # the `--workers` processes answered; it carries no tenant data.
-    return calls.json_response({"status": "ok", "process": os.getpid()})
+    return json_response({"status": "ok", "process": os.getpid()})
 
 
 async def openapi_handler(request: web.Request) -> web.Response:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-from slotward.api.http.shapes import Field, Shape
+from slotward.engine.rules.shapes import Field, Shape
 
 __all__ = ["Handler", "Param", "Route"]
 

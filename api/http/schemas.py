@@ -3,7 +3,8 @@ OpenAPI document is generated from them."""
 
 from __future__ import annotations
 
-from slotward.api.http.shapes import Field, Shape
+from slotward.engine.rules.shapes import Field, Shape
+from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, NAMES, RELEASE_HOLD, Tool
 
 __all__ = [
     "ATTENDEE",
@@ -21,20 +22,14 @@ __all__ = [
     "EXECUTION_RESULT",
     "HEALTH",
     "HOLD",
-    "HOLD_ARGUMENTS",
     "HOLD_CREATE",
     "HOLD_LIST",
-    "HOLD_REF",
-    "HOLD_REF_COMMIT",
     "PROBLEM",
     "RELEASE",
-    "SLOTS_ARGUMENTS",
-    "TOOLS",
     "TOOL_CALL",
     "WORKFLOW",
 ]
 
-_INSTANT = "ISO-8601 with an offset or Z, or a local time with `timezone`"
 _WORKFLOW = Field(
     "workflow_id", "string", required=True, min_length=1, max_length=255,
     description="The agent workflow (conversation, task) this call belongs to",
@@ -43,81 +38,28 @@ _STEP = Field(
     "step", "integer", nullable=True, minimum=0, code="invalid_step",
     description="The step within the workflow; a deliberate re-booking uses a new step",
 )  # fmt: skip
+_IN_PATH = frozenset({"hold_id"})
 
 
-def _hold_fields(*, start_required: bool = True) -> tuple[Field, ...]:
-    return (
-        Field(
-            "attendees",
-            "array",
-            required=True,
-            min_items=1,
-            max_items=100,
-            items=Field("attendee", "string", min_length=1, max_length=320),
-            description="Attendee ids or emails (`Name <email>` accepted)",
-        ),
-        Field("start", "string", required=start_required, max_length=64, description=_INSTANT),
-        Field("end", "string", max_length=64, description="Exclusive end; or a duration"),
-        Field("duration_minutes", "integer", minimum=1, maximum=1440),
-        Field("duration", "string", max_length=32, description="ISO-8601 duration, e.g. PT30M"),
-        Field("timezone", "string", max_length=64, description="IANA name for local times"),
-        Field("title", "string", max_length=500),
-        Field("description", "string", nullable=True, max_length=5000),
-        Field("priority", "integer", minimum=0, maximum=100, description="May lower, not raise"),
-        Field("hold_ttl_seconds", "integer", minimum=10, maximum=3600),
-    )
+def _body_of(tool: Tool, name: str) -> Shape:
+    """A tool's own endpoint body: its fields less those the path carries."""
+    return Shape(name, tuple(f for f in tool.fields if f.name not in _IN_PATH))
 
 
+# The tool routes' bodies, from the registry (engine/tools.py).
 HOLD_CREATE = Shape(
     "HoldCreate",
-    (_WORKFLOW, _STEP, *_hold_fields()),
+    (_WORKFLOW, _STEP, *CREATE_HOLD.fields),
     description="Place a hold; exactly one of end, duration_minutes, duration",
 )
-HOLD_ARGUMENTS = Shape(
-    "CreateHoldArguments",
-    (
-        *_hold_fields(start_required=False),
-        Field("start_time", "string", max_length=64, description="Alias of start"),
-        Field("end_time", "string", max_length=64, description="Alias of end"),
-    ),
-)
-COMMIT = Shape("HoldCommit", (Field("token", "integer", required=True, minimum=0),))
-RELEASE = Shape("HoldRelease", ())
-_HOLD_ID = Field("hold_id", "string", required=True, min_length=1, max_length=64)
-HOLD_REF_COMMIT = Shape(
-    "CommitHoldArguments", (_HOLD_ID, Field("token", "integer", required=True, minimum=0))
-)
-HOLD_REF = Shape("ReleaseHoldArguments", (_HOLD_ID,))
-SLOTS_ARGUMENTS = Shape(
-    "FindFreeSlotsArguments",
-    (
-        Field(
-            "attendees",
-            "array",
-            required=True,
-            min_items=1,
-            max_items=100,
-            items=Field("attendee", "string", min_length=1, max_length=320),
-        ),
-        Field("from", "string", required=True, max_length=64, description=_INSTANT),
-        Field("to", "string", required=True, max_length=64, description=_INSTANT),
-        Field("timezone", "string", max_length=64),
-        Field("duration_minutes", "integer", required=True, minimum=1, maximum=1440),
-        Field("limit", "integer", minimum=1, maximum=50),
-    ),
-)
-TOOLS = (
-    "create_calendar_hold",
-    "commit_calendar_hold",
-    "release_calendar_hold",
-    "find_free_slots",
-)
+COMMIT = _body_of(COMMIT_HOLD, "HoldCommit")
+RELEASE = _body_of(RELEASE_HOLD, "HoldRelease")
 TOOL_CALL = Shape(
     "ToolCall",
     (
         Field("workflow_id", "string", min_length=1, max_length=255),
         _STEP,
-        Field("tool", "string", required=True, enum=TOOLS),
+        Field("tool", "string", required=True, enum=NAMES),
         Field("arguments", "object", required=True),
     ),
     description="A tool call as an LLM emits it; arguments are the endpoint's body fields",

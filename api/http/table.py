@@ -25,19 +25,33 @@ from slotward.api.http.other_handlers import (
     put_attendee_handler,
 )
 from slotward.api.http.routes import Param, Route
-from slotward.api.http.shapes import Field
 from slotward.api.http.telemetry import metrics_handler
 from slotward.api.http.workflow_handlers import workflow_handler
+from slotward.engine.rules.shapes import Field
+from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS, TOOLS
 
 __all__ = ["ROUTES"]
 
 _ID = Param("hold_id", "path", required=True)
 _KEY = Param("key", "path", required=True, description="The key as answered in Idempotency-Key")
 _WRITE = {409: s.CONFLICT, 422: None, 401: None, 403: None}
+# GET /v1/availability takes find_free_slots' arguments as its query; without a
+# duration it answers only the busy intervals and free gaps.
+_AVAILABILITY = tuple(
+    Param(
+        f.name,
+        required=f.required and f.name != "duration_minutes",
+        repeatable=f.type == "array",
+        description="comma-separated ids or emails (the parameter may repeat)"
+        if f.type == "array"
+        else "",
+    )
+    for f in FIND_FREE_SLOTS.fields
+)
 
 ROUTES: tuple[Route, ...] = (
     Route(
-        "POST", "/v1/holds", create_hold, "createHold", "Place a hold (create_calendar_hold)",
+        "POST", "/v1/holds", create_hold, "createHold", f"Place a hold ({CREATE_HOLD.name})",
         request=s.HOLD_CREATE, responses={201: s.HOLD, **_WRITE}, mutating=True,
     ),
     Route(
@@ -67,20 +81,13 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/availability", availability_handler, "getAvailability",
         "Busy intervals, free gaps and free slots", responses={200: s.AVAILABILITY},
-        params=(
-            Param(
-                "attendees", required=True, repeatable=True,
-                description="comma-separated ids or emails (the parameter may repeat)",
-            ),
-            Param("from", required=True), Param("to", required=True), Param("timezone"),
-            Param("duration_minutes"), Param("limit"),
-        ),
+        params=_AVAILABILITY,
     ),
     Route(
         "POST", "/v1/tool-calls", tool_call, "toolCall", "Call a tool in an LLM's envelope",
         request=s.TOOL_CALL,
         responses={200: (s.HOLD, s.AVAILABILITY), 201: s.HOLD, **_WRITE}, mutating=True,
-        sometimes_read_only=True, tag="tools",
+        sometimes_read_only=any(tool.read_only for tool in TOOLS), tag="tools",
     ),
     Route(
         "POST", "/v1/executions", acquire_execution, "acquireExecution",

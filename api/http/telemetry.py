@@ -15,8 +15,8 @@ from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from slotward.api.http.auth import PRINCIPAL
-from slotward.api.http.calls import REPLY
 from slotward.api.http.context import SERVICES
+from slotward.api.http.responses import REPLY
 from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Gauges, Reply

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from slotward.api.http.context import Services
+from slotward.api.bootstrap import Services
 from slotward.engine.errors import Unavailable
 from slotward.engine.usecases.lifecycle import expire_due
 from slotward.engine.usecases.retention import purge_expired, purge_replay_seconds

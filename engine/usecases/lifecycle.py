@@ -14,14 +14,15 @@ from slotward.engine.rules.documents import encode, hold_document
 from slotward.engine.rules.fingerprint import check_claimable, child_key, ledger_key, public_key
 from slotward.engine.rules.holds import Commit, Release, apply
 from slotward.engine.rules.policy import Policy
+from slotward.engine.tools import COMMIT_HOLD, RELEASE_HOLD
 from slotward.engine.usecases.effects import audit, emit
 from slotward.engine.usecases.expiry import expire_hold, expire_stale
 from slotward.engine.usecases.placing import replay_record
 
 __all__ = ["HoldAction", "commit_hold", "expire_due", "release_hold"]
 
-COMMIT_TOOL = "commit_calendar_hold"
-RELEASE_TOOL = "release_calendar_hold"
+COMMIT_TOOL = COMMIT_HOLD.name
+RELEASE_TOOL = RELEASE_HOLD.name
 
 
 @dataclass(frozen=True)

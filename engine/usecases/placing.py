@@ -28,12 +28,13 @@ from slotward.engine.rules.fingerprint import (
 from slotward.engine.rules.holds import Preempt, apply
 from slotward.engine.rules.policy import Policy
 from slotward.engine.rules.timenorm import Interval, format_instant
+from slotward.engine.tools import CREATE_HOLD
 from slotward.engine.usecases.effects import audit, emit
 from slotward.engine.usecases.expiry import expire_stale
 
 __all__ = ["HoldRequest", "Lookup", "lookup_replay", "place_hold"]
 
-TOOL = "create_calendar_hold"
+TOOL = CREATE_HOLD.name
 
 
 @dataclass(frozen=True)

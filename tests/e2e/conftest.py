@@ -24,12 +24,12 @@ from aiohttp import web
 from sqlalchemy import Engine, create_engine, inspect, text
 from sqlalchemy.pool import NullPool
 
+from slotward.api.bootstrap import Services, bootstrap, open_store
 from slotward.api.cli.serving import STOP_SECONDS
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app, open_store
-from slotward.api.http.auth import create_key
-from slotward.api.http.context import Services
+from slotward.api.http.app import build_app
 from slotward.api.http.edges import build_runner
+from slotward.api.keys import create_key
 from slotward.api.logs import configure_logging
 from slotward.api.workers.sweeper import sweep_once
 from slotward.engine.clock import FixedClock

@@ -36,9 +36,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from slotward.api.bootstrap import open_store
 from slotward.api.config import Config
-from slotward.api.http.app import open_store
-from slotward.api.http.auth import create_key
+from slotward.api.keys import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
 from slotward.testing.recorded import Call, Op

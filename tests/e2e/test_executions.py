@@ -14,8 +14,9 @@ from urllib.parse import quote
 
 import pytest
 
+from slotward.api.bootstrap import bootstrap
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app
+from slotward.api.http.app import build_app
 from tests.e2e.conftest import Answer, Client, Server, serving, until
 from tests.e2e.test_metrics import read_metrics, sample
 

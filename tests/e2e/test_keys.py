@@ -18,10 +18,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, text
 
+from slotward.api.bootstrap import bootstrap, open_store
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app, open_store
-from slotward.api.http.auth import create_key, revoke_key
+from slotward.api.http.app import build_app
 from slotward.api.keyhash import KeyHasher
+from slotward.api.keys import create_key, revoke_key
 from slotward.engine.clock import FixedClock
 from slotward.engine.model import Principal
 from tests.e2e.conftest import HOLD_BODY, Answer, Client, Server, serving

@@ -37,7 +37,7 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.postgres.store import PostgresStore
-from slotward.api.http.auth import create_key
+from slotward.api.keys import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
 from slotward.testing.history import Call, Op, check

@@ -18,8 +18,9 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from slotward.adapters.store.postgres.notify import CHANNEL, PgSignals
+from slotward.api.bootstrap import bootstrap, open_store
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app, open_store
+from slotward.api.http.app import build_app
 from slotward.engine.errors import InvalidRequest
 from slotward.engine.ports import Store, UnitOfWork
 from tests.e2e.conftest import Client, Server, serving, until

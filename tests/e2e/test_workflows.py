@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from slotward.api.bootstrap import bootstrap, open_store
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app, open_store
+from slotward.api.http.app import build_app
 from tests.e2e.conftest import Client, Server, serving
 from tests.e2e.test_metrics import read_metrics, sample
 

@@ -21,9 +21,9 @@ from typing import TypeVar
 import pytest
 
 from slotward.adapters.store.sqlite.store import SqliteStore
-from slotward.api.http.auth import create_key, revoke_key
 from slotward.api.keycache import KeyCache
 from slotward.api.keyhash import KeyHasher
+from slotward.api.keys import create_key, revoke_key
 from slotward.api.ratelimit import RateLimiter
 from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.errors import Unavailable

@@ -23,8 +23,9 @@ from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import migrate
+from slotward.api.bootstrap import bootstrap, open_store
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app, open_store
+from slotward.api.http.app import build_app
 from slotward.engine.clock import FixedClock
 from slotward.engine.rules.fingerprint import canonical_json
 from tests.e2e.conftest import START, Server, serving

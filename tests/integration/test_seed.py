@@ -26,9 +26,10 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import tables
 from slotward.adapters.store.instants import from_us, to_us
+from slotward.api.bootstrap import bootstrap, open_store
 from slotward.api.config import Config
-from slotward.api.http.app import bootstrap, build_app, open_store
-from slotward.api.http.auth import create_key
+from slotward.api.http.app import build_app
+from slotward.api.keys import create_key
 from slotward.benchmarks.seed import Seeded, seed_holds
 from slotward.benchmarks.seed_rows import COLUMNS
 from slotward.engine.clock import FixedClock

@@ -41,8 +41,8 @@ from aiohttp.test_utils import make_mocked_request
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from slotward.api.http.calls import reply_response
 from slotward.api.http.problems import problem_middleware
+from slotward.api.http.responses import reply_response
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import SlotwardError
 from slotward.engine.fakes import InMemoryUnitOfWork, SequentialIds, State

@@ -1,4 +1,4 @@
-"""Shapes: validation of request bodies and JSON Schema generation (api/http/shapes.py)."""
+"""Shapes: validation of request bodies and JSON Schema generation (engine/rules/shapes.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from slotward.api.http.schemas import PROBLEM as problem_shape
-from slotward.api.http.shapes import Field, Shape, collect_components
 from slotward.engine.errors import ValidationFailed
+from slotward.engine.rules.shapes import Field, Shape, collect_components
 
 slot = Shape(
     "Slot",

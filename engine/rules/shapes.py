@@ -1,4 +1,4 @@
-"""Request and response shapes, declared once.
+"""Request and response shapes, declared once (tool arguments too: engine/tools.py).
 
 A :class:`Shape` is a named JSON object made of :class:`Field` s. The same
 declaration validates decoded request bodies (:meth:`Shape.validate`) and

@@ -1,0 +1,99 @@
+"""The one place everything is wired: the store, the clock and the services.
+
+No aiohttp here: the HTTP app (api/http/app.py), the CLI and, later, MCP all
+build their :class:`Services` with :func:`bootstrap`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from slotward.adapters.store.postgres.notify import PgSignals
+from slotward.adapters.store.postgres.store import PostgresStore
+from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.api.completions import Completions
+from slotward.api.config import Config
+from slotward.api.inflight import InFlight
+from slotward.api.keycache import KeyCache
+from slotward.api.metrics import Metrics
+from slotward.api.ratelimit import RateLimiter
+from slotward.api.storms import StormWatch
+from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.ports import Clock, IdGenerator, Store
+from slotward.engine.rules.policy import Policy
+from slotward.engine.usecases.executions import settled
+
+__all__ = ["Services", "bootstrap", "migrate", "open_store"]
+
+
+@dataclass(frozen=True)
+class Services:
+    """What the application services (api/service.py) need."""
+
+    store: Store
+    clock: Clock
+    ids: IdGenerator
+    policy: Policy
+    keys: KeyCache
+    inflight: InFlight
+    metrics: Metrics
+    storms: StormWatch
+    completions: Completions
+
+
+def _on_postgres(config: Config) -> bool:
+    return config.db_url.startswith(("postgresql", "postgres"))
+
+
+async def open_store(config: Config) -> Store:
+    """The store named by ``config.db_url``, migrated to the current schema."""
+    max_hold = config.policy().max_hold
+    if _on_postgres(config):
+        return await PostgresStore.open(config.db_url, max_hold, config.waits())
+    return SqliteStore.open(config.db_url, max_hold, config.waits())
+
+
+async def migrate(config: Config) -> None:
+    """Bring the schema of ``config.db_url`` up to date, then let go of it."""
+    store = await open_store(config)
+    await store.close()
+
+
+async def bootstrap(
+    config: Config,
+    *,
+    store: Store | None = None,
+    clock: Clock | None = None,
+    ids: IdGenerator | None = None,
+) -> Services:
+    """Wire the adapters into the engine; tests pass their own clock or store."""
+    chosen = store if store is not None else await open_store(config)
+    clock = clock or SystemClock()
+    ids = ids or TimeOrderedIds()
+    policy = config.policy()
+    metrics = Metrics(config.metrics_dir)
+    return Services(
+        store=chosen,
+        clock=clock,
+        ids=ids,
+        policy=policy,
+        keys=KeyCache(
+            chosen,
+            config.key_cache_seconds,
+            RateLimiter(
+                config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit), clock
+            ),
+            config.key_hasher(),
+        ),
+        inflight=InFlight(config.inflight_wait_ms / 1000),
+        metrics=metrics,
+        storms=StormWatch(chosen, clock, ids, policy, metrics),
+        # SQLite has no way to signal other processes on its file: their
+        # completions are found by the waiters' fallback look.
+        completions=Completions(
+            PgSignals(config.db_url) if _on_postgres(config) else None,
+            config.wait_poll_seconds,
+            lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
+        ),
+    )

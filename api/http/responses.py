@@ -1,0 +1,44 @@
+"""HTTP answers of the services' results, and the one request header they read."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from slotward.engine.model import Reply
+from slotward.engine.rules.documents import encode
+
+__all__ = ["REPLY", "client_key", "json_response", "reply_response"]
+
+JSON = "application/json"
+
+
+# The Reply behind a response, for the telemetry middleware.
+REPLY = web.ResponseKey("slotward.reply", Reply)
+
+
+def reply_response(reply: Reply) -> web.Response:
+    """A mutating call's answer, with its idempotency headers."""
+    response = web.Response(
+        status=reply.status,
+        body=reply.body,
+        content_type=JSON,
+        headers={
+            "Idempotency-Key": reply.key,
+            "Idempotent-Replayed": "true" if reply.replayed else "false",
+        },
+    )
+    if reply.hold_status is not None:
+        response.headers["Slotward-Hold-Status"] = reply.hold_status
+    response[REPLY] = reply
+    return response
+
+
+def json_response(doc: Any, status: int = 200) -> web.Response:
+    return web.Response(status=status, body=encode(doc), content_type=JSON)
+
+
+def client_key(request: web.Request) -> str | None:
+    """The client's own ``Idempotency-Key`` as sent; the service checks it."""
+    return request.headers.get("Idempotency-Key")

@@ -159,6 +159,9 @@ CREATE_HOLD = Tool(
     usecase="slotward.engine.usecases.placing.place_hold",
     aliases=(("start_time", "start"), ("end_time", "end")),
     idempotent=True,
+    # A higher priority preempts other agents' tentative holds: MCP's "may perform
+    # destructive updates", so a client may ask its user first.
+    destructive=True,
     needs_workflow=True,
 )
 COMMIT_HOLD = Tool(

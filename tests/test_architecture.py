@@ -100,13 +100,11 @@ def test_only_the_clock_reads_the_time() -> None:
 
 def test_policy_time_comes_from_the_service_clock() -> None:
     """Raw monotonic time only where it measures a real duration (request latency, a
-    waiter's ``wait_ms``) or a cache's lifetime. Anything a rule decides by (a rate
-    limit, an expiry) reads the service clock, so tests step it instead of
+    waiter's ``wait_ms``). Anything a rule decides by (a rate limit, an expiry, a
+    cached key's lifetime) reads the service clock, so tests step it instead of
     sleeping: the rate limiter once counted by ``time.monotonic``, and its default
-    could only be tested by racing."""
-    allowed = {
-        ROOT / "api" / n for n in ("http/telemetry.py", "http/execution_handlers.py", "keycache.py")
-    }
+    could only be tested by racing; the key cache's tests once slept."""
+    allowed = {ROOT / "api" / "http" / n for n in ("telemetry.py", "execution_handlers.py")}
     readers = {"time.monotonic", "time.monotonic_ns", "time.perf_counter", "loop.time"}
     for folder in SOURCE_DIRS:
         for path in _modules(folder):

@@ -85,6 +85,7 @@ async def bootstrap(
                 config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit), clock
             ),
             config.key_hasher(),
+            clock,
         ),
         inflight=InFlight(config.inflight_wait_ms / 1000),
         metrics=metrics,

@@ -3,8 +3,10 @@
 - Answers by presented key are kept for ``SLOTWARD_KEY_CACHE_SECONDS`` (an
   LRU): a call within that time costs a dictionary lookup. An answer expires
   that long after the read it rests on began, so a revoked key works at most
-  that long after its revocation committed. Concurrent first calls with one
-  key share one read and one check.
+  that long after its revocation committed. Time is the service clock's (tests
+  step it); a clock set back expires the answers read after the instant it
+  now shows rather than stretching their lifetime. Concurrent first calls with
+  one key share one read and one check.
 - A key's check is one read by its id and one HMAC (api/keyhash.py), a few
   microseconds on the event loop: a fleet of keys this process has never seen
   is served at the store's pace. An unknown id is checked against a decoy, so
@@ -29,16 +31,16 @@ import asyncio
 import contextlib
 import hashlib
 import logging
-import time
 from collections import OrderedDict
 from collections.abc import Coroutine
+from datetime import datetime, timedelta
 from typing import Any
 
 from slotward.api.keyhash import KeyHasher, split_key
 from slotward.api.ratelimit import RateLimiter
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Principal
-from slotward.engine.ports import Store, UnitOfWork
+from slotward.engine.ports import Clock, Store, UnitOfWork
 
 __all__ = ["KeyCache"]
 
@@ -50,16 +52,26 @@ _SLOW_CHECKS = 2  # scrypt threads at once: the rest of the CPU stays the API's
 _UPGRADED = 10_000  # scrypt keys upgraded by this process, remembered in their new form
 
 
+# A remembered answer: (when the read it rests on began, when it expires, the answer).
+_Held = tuple[datetime, datetime, Principal | None]
+
+
 class KeyCache:
     def __init__(
-        self, store: Store, ttl_seconds: float, limiter: RateLimiter, hasher: KeyHasher
+        self,
+        store: Store,
+        ttl_seconds: float,
+        limiter: RateLimiter,
+        hasher: KeyHasher,
+        clock: Clock,
     ) -> None:
         self._store = store
         self.hasher = hasher
         self.limiter = limiter
-        self._ttl = ttl_seconds
-        self._answers: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
-        self._refusals: OrderedDict[str, tuple[float, Principal | None]] = OrderedDict()
+        self._ttl = timedelta(seconds=ttl_seconds)
+        self._clock = clock
+        self._answers: OrderedDict[str, _Held] = OrderedDict()
+        self._refusals: OrderedDict[str, _Held] = OrderedDict()
         self._pending: dict[str, asyncio.Future[Principal | None]] = {}
         self._slow = asyncio.Semaphore(_SLOW_CHECKS)
         # One scrypt check at a time per key id, and how many wait for it.
@@ -70,11 +82,12 @@ class KeyCache:
         if not secret.isascii():
             return None  # no key has such a byte (and a lone surrogate cannot be encoded)
         digest = hashlib.sha256(secret.encode()).hexdigest()  # in memory only
+        now = self._clock.now()
         for remembered in (self._answers, self._refusals):
             hit = remembered.get(digest)
-            if hit is not None and hit[0] > time.monotonic():
+            if hit is not None and hit[0] <= now < hit[1]:
                 remembered.move_to_end(digest)
-                return hit[1]
+                return hit[2]
         while (pending := self._pending.get(digest)) is not None:
             try:
                 return await asyncio.shield(pending)
@@ -87,9 +100,9 @@ class KeyCache:
         shared: asyncio.Future[Principal | None] = asyncio.get_running_loop().create_future()
         self._pending[digest] = shared
         try:
-            expires = time.monotonic() + self._ttl  # from before the read it rests on
+            read_at = self._clock.now()  # its lifetime counts from before the read
             found = await self._resolve(secret)
-            self._remember(digest, expires, found)
+            self._remember(digest, read_at, found)
             shared.set_result(found)
             return found
         except Exception as error:
@@ -148,13 +161,13 @@ class KeyCache:
             log.warning("key %s stays scrypt until its next check: %s", key_id, error.code)
         return principal
 
-    def _remember(self, digest: str, expires: float, found: Principal | None) -> None:
+    def _remember(self, digest: str, read_at: datetime, found: Principal | None) -> None:
         remembered, size = (self._answers, _ANSWERS) if found else (self._refusals, _REFUSALS)
         held = remembered.get(digest)
-        if held is not None and held[0] > expires:
+        if held is not None and held[0] > read_at:
             return  # a newer answer is already here
         (self._refusals if found else self._answers).pop(digest, None)  # the other is stale
-        remembered[digest] = (expires, found)
+        remembered[digest] = (read_at, read_at + self._ttl, found)
         remembered.move_to_end(digest)
         if len(remembered) > size:
             remembered.popitem(last=False)

@@ -60,7 +60,7 @@ __all__ = [
     "release",
     "require_role",
     "revoke_key",
-    "verify_audit",
+    "verify_chain",
     "verify_tenant_audit",
     "withdraw_key",
     "workflow",
@@ -332,7 +332,7 @@ async def list_audit(svc: Services, principal: Principal, after: int, limit: int
     )
 
 
-async def verify_audit(
+async def verify_chain(
     svc: Services, principal: Principal, checkpoint: str | None
 ) -> dict[str, Any]:
     return await svc.store.read(

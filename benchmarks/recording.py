@@ -1,22 +1,21 @@
-"""Recorded calls for the history checker (``slotward.testing.history``).
+"""The load generator's recorded calls, for the history checker (``slotward.testing``).
 
 The load generator records every call of a phase with ``record`` (request,
 status, raw body, the Idempotency-Key and Idempotent-Replayed headers, start
-and end in epoch seconds, intent label); here they become the checker's
-:class:`~slotward.testing.history.Call` values, and a database is checked
-against them.
+and end in epoch seconds, intent label) in its JSON answer; here those records
+become the checker's :class:`~slotward.testing.Call` values. Only that format
+is the benchmarks' own: checking a database against calls is
+:func:`slotward.testing.check_store`, which users call too.
 """
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime
 from typing import Any
 
 from slotward.engine.model import Principal
-from slotward.testing.history import Call, Op, check
-from slotward.testing.snapshot import load_snapshot
+from slotward.testing import Call, Op, check_store
 
 __all__ = ["calls_of", "violations"]
 
@@ -46,6 +45,4 @@ def calls_of(records: Sequence[Mapping[str, Any]], principals: Sequence[Principa
 
 def violations(url: str, calls: Sequence[Call]) -> list[str]:
     """What the history checker finds wrong with ``calls`` against the database at ``url``."""
-    snapshot = load_snapshot(url)
-    now = datetime.now(UTC)  # the snapshot's instant
-    return [f"{v.rule}: {v.detail}" for v in check(calls, snapshot, now)]
+    return [f"{v.rule}: {v.detail}" for v in check_store(url, calls)]

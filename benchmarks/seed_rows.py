@@ -33,7 +33,7 @@ from slotward.engine.model import AuditEntry, Hold, HoldStatus
 from slotward.engine.rules.audit import GENESIS, entry_hash
 from slotward.engine.rules.documents import encode, hold_document
 from slotward.engine.rules.fingerprint import child_key, derive_key, hold_intent, intent_fingerprint
-from slotward.engine.rules.holds import Commit, Event, Expire, Preempt, Release, apply
+from slotward.engine.rules.holds import Commit, Event, Expire, Preemption, Release, apply
 from slotward.engine.rules.policy import Policy
 from slotward.engine.rules.timenorm import Interval
 from slotward.engine.usecases.lifecycle import COMMIT_TOOL, RELEASE_TOOL
@@ -361,6 +361,6 @@ def _engine_hold(b: SeedRows, s: _Static, h: PlannedHold, kind: Kind) -> tuple[H
     at = from_us(h.ended_us or 0)
     winner = b._static(h.winner).id if h.winner is not None else ""
     events: dict[Kind, Event] = {Kind.RELEASE: Release(), Kind.EXPIRE: Expire(),
-                                 Kind.PREEMPT: Preempt(winner)}  # fmt: skip
+                                 Kind.PREEMPT: Preemption(winner)}  # fmt: skip
     event = events[kind]
     return apply(hold, event, at)[0], at

@@ -1,4 +1,4 @@
-"""Read a whole store once, for the history checker (``slotward.testing.history``).
+"""Read a whole store once, and check a history against it (``slotward.testing.history``).
 
 Synchronous on purpose: tests and benchmarks call it after their servers are
 done (or killed), outside any event loop. The async driver of a URL is swapped
@@ -7,6 +7,8 @@ for its sync sibling, so the URL the server was given works as is.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from sqlalchemy import create_engine, select
 from sqlalchemy.pool import NullPool
 
@@ -14,9 +16,11 @@ from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import hold_from_row
 from slotward.adapters.store.ledger_repo import record_from_row
 from slotward.adapters.store.repos import audit_from_row
-from slotward.testing.history import Snapshot
+from slotward.engine.clock import SystemClock
+from slotward.testing.history import check
+from slotward.testing.recorded import Call, Snapshot, Violation
 
-__all__ = ["load_snapshot", "sync_url"]
+__all__ = ["check_store", "load_snapshot", "sync_url"]
 
 _SYNC_DRIVERS = {"+asyncpg": "+psycopg", "+aiosqlite": ""}
 
@@ -47,3 +51,14 @@ def load_snapshot(url: str) -> Snapshot:
         ledger=tuple(record_from_row(row._mapping) for row in records),
         audit=tuple(audit_from_row(r._mapping) for r in audit),
     )
+
+
+def check_store(url: str, calls: Sequence[Call]) -> list[Violation]:
+    """What the history checker finds wrong with ``calls`` against the database at ``url``.
+
+    The store is read once (:func:`load_snapshot`), when every call is done;
+    the instant just after the read is the snapshot's ``now``.
+    """
+    snapshot = load_snapshot(url)
+    now = SystemClock().now()  # the snapshot's instant
+    return check(calls, snapshot, now)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import importlib
 import pkgutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 import slotward
 import slotward.engine
+import slotward.testing
+from tests import transaction_rules as rules
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIRS = ("engine", "adapters", "api", "testing")
@@ -100,11 +103,11 @@ def test_only_the_clock_reads_the_time() -> None:
 
 def test_policy_time_comes_from_the_service_clock() -> None:
     """Raw monotonic time only where it measures a real duration (request latency, a
-    waiter's ``wait_ms``) or a cache's lifetime. Anything a rule decides by (a rate
-    limit, an expiry) reads the service clock, so tests step it instead of
+    waiter's ``wait_ms``). Anything a rule decides by (a rate limit, an expiry, a
+    cached key's lifetime) reads the service clock, so tests step it instead of
     sleeping: the rate limiter once counted by ``time.monotonic``, and its default
-    could only be tested by racing."""
-    allowed = {ROOT / "api" / n for n in ("http/telemetry.py", "ledger.py", "keycache.py")}
+    could only be tested by racing; the key cache's tests once slept."""
+    allowed = {ROOT / "api" / n for n in ("http/telemetry.py", "ledger.py")}
     readers = {"time.monotonic", "time.monotonic_ns", "time.perf_counter", "loop.time"}
     for folder in SOURCE_DIRS:
         for path in _modules(folder):
@@ -181,6 +184,38 @@ def test_the_engine_public_api_is_pinned() -> None:
     ]  # fmt: skip
 
 
+def test_the_testing_public_api_is_pinned() -> None:
+    assert sorted(slotward.testing.__all__) == [
+        "Call", "Op", "RULES", "Snapshot", "Violation",
+        "acknowledged_writes_present", "check", "check_store", "commits_with_current_token",
+        "load_snapshot", "no_overlap", "one_effect_per_key", "one_key_per_intent",
+        "preemption_by_higher_priority", "replays_identical", "sync_url",
+    ]  # fmt: skip
+
+
+_OWN = ("slotward", "tests", "engine", "adapters", "api", "testing", "benchmarks")
+
+
+@pytest.mark.parametrize("path", _modules("testing"), ids=lambda p: p.name)
+def test_testing_imports_only_the_engine_and_the_adapters(path: Path) -> None:
+    """slotward.testing ships to users' tests: it speaks the engine's values and reads
+    a store through the adapters' tables; it never needs the api (a server's
+    wiring) nor the tests (not installed)."""
+    allowed = ("slotward.engine", "slotward.adapters", "slotward.testing")
+    own = {name for name in _imports(path) if name.split(".")[0] in _OWN}
+    bad = {n for n in own if not any(n == a or n.startswith(a + ".") for a in allowed)}
+    assert not bad, f"{path.name} imports {bad}"
+
+
+def test_importing_slotward_testing_loads_no_api_and_no_tests() -> None:
+    """The import rule above, through every module slotward.testing loads."""
+    shown = "import sys, slotward.testing; print(*sorted(sys.modules))"
+    run = subprocess.run([sys.executable, "-c", shown], capture_output=True, text=True, check=True)
+    loaded = run.stdout.split()
+    assert "slotward.testing.snapshot" in loaded
+    assert [m for m in loaded if m.split(".")[0] in _OWN[1:] or m.startswith("slotward.api")] == []
+
+
 def test_errors_become_responses_in_one_place() -> None:
     """Only api/http/problems.py builds problem+json; handlers raise SlotwardError."""
     for path in _modules("api"):
@@ -193,33 +228,6 @@ def test_errors_become_responses_in_one_place() -> None:
                 assert "slotward.api.http.problems" not in _imports(path), f"{path} builds problems"
 
 
-def _clock_reads_outside_a_transaction(tree: ast.AST) -> list[int]:
-    """Lines calling ``clock.now()`` that are not inside ``with uow:``."""
-    bad: list[int] = []
-
-    def visit(node: ast.AST, inside: bool) -> None:
-        if isinstance(node, ast.With):
-            opens = any(
-                isinstance(item.context_expr, ast.Name) and item.context_expr.id == "uow"
-                for item in node.items
-            )
-            inside = inside or opens
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and node.func.attr == "now"
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "clock"
-            and not inside
-        ):
-            bad.append(node.lineno)
-        for child in ast.iter_child_nodes(node):
-            visit(child, inside)
-
-    visit(tree, False)
-    return bad
-
-
 @pytest.mark.parametrize("path", _modules("engine"), ids=lambda p: p.name)
 def test_use_cases_read_the_clock_inside_their_transaction(path: Path) -> None:
     """A writer that waited for the lock must not decide on a time from before it.
@@ -228,95 +236,40 @@ def test_use_cases_read_the_clock_inside_their_transaction(path: Path) -> None:
     hold another process placed meanwhile.)
     """
     tree = ast.parse(path.read_text(), filename=str(path))
-    assert _clock_reads_outside_a_transaction(tree) == [], path.name
+    assert rules.clock_reads_outside_a_transaction(tree) == [], path.name
 
 
 def test_the_clock_rule_catches_a_read_before_the_transaction() -> None:
-    stale = ast.parse("def f(uow, clock):\n    now = clock.now()\n    with uow:\n        pass\n")
-    fresh = ast.parse("def f(uow, clock):\n    with uow:\n        now = clock.now()\n")
-    assert _clock_reads_outside_a_transaction(stale) == [2]
-    assert _clock_reads_outside_a_transaction(fresh) == []
-
-
-def _commits_without_tenant_lock(tree: ast.AST) -> list[str]:
-    """Functions that call ``uow.commit()`` but never ``uow.lock_tenant(...)``."""
-    bad = []
-    for fn in ast.walk(tree):
-        if not isinstance(fn, ast.FunctionDef):
-            continue
-        calls = {
-            node.func.attr
-            for node in ast.walk(fn)
-            if isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and isinstance(node.func.value, ast.Name)
-            and node.func.value.id == "uow"
-        }
-        opens = any(
-            isinstance(node, ast.With)
-            and any(isinstance(i.context_expr, ast.Name) and i.context_expr.id == "uow"
-                    for i in node.items)
-            for node in ast.walk(fn)
-        )  # fmt: skip
-        if opens and "commit" in calls and "lock_tenant" not in calls:
-            bad.append(fn.name)
-    return bad
+    stale = (
+        "def f(work: UnitOfWork, time: Clock):\n    now = time.now()\n    with work:\n        ...\n"
+    )
+    fresh = "def f(work: UnitOfWork, time: Clock):\n    with work:\n        now = time.now()\n"
+    late = "async def f(w: 'UnitOfWork', t: Clock | None):\n    t.now()\n    async with w: ...\n"
+    untyped = "def f(uow, clock):\n    now = clock.now()\n    with uow:\n        pass\n"
+    assert rules.clock_reads_outside_a_transaction(ast.parse(stale)) == [2]
+    assert rules.clock_reads_outside_a_transaction(ast.parse(fresh)) == []
+    assert rules.clock_reads_outside_a_transaction(ast.parse(late)) == [2]
+    assert rules.clock_reads_outside_a_transaction(ast.parse(untyped)) == []  # the types decide
 
 
 @pytest.mark.parametrize("path", _modules("engine"), ids=lambda p: p.name)
 def test_write_use_cases_lock_their_tenant(path: Path) -> None:
     """On PostgreSQL the tenant lock is what serializes a tenant's writers."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    assert _commits_without_tenant_lock(tree) == [], path.name
+    assert rules.commits_without_tenant_lock(tree) == [], path.name
 
 
 def test_the_tenant_lock_rule_catches_a_write_without_it() -> None:
-    code = "def f(uow):\n    with uow:\n        uow.commit()\n"
-    assert _commits_without_tenant_lock(ast.parse(code)) == ["f"]
-
-
-def _uses_uow(nodes: list[ast.stmt]) -> bool:
-    return any(isinstance(n, ast.Name) and n.id == "uow" for stmt in nodes for n in ast.walk(stmt))
-
-
-def _touch_after_commit(tree: ast.AST) -> list[int]:
-    """Lines of ``uow.commit()`` calls after which the function touches ``uow`` again.
-
-    What follows a commit, in its block and then in each enclosing block, until
-    a return or raise ends the path.
-    """
-    parents: dict[int, tuple[list[ast.stmt], int, ast.AST]] = {}
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            block = getattr(node, field, None)
-            if isinstance(block, list):
-                for i, stmt in enumerate(block):
-                    parents[id(stmt)] = (block, i, node)
-    bad = []
-    for node in ast.walk(tree):
-        call = node.value if isinstance(node, ast.Expr) else None
-        if not (
-            isinstance(call, ast.Call)
-            and isinstance(call.func, ast.Attribute)
-            and call.func.attr == "commit"
-            and isinstance(call.func.value, ast.Name)
-            and call.func.value.id == "uow"
-        ):
-            continue
-        here: ast.AST = node
-        while id(here) in parents and not isinstance(here, ast.FunctionDef):
-            block, i, owner = parents[id(here)]
-            rest = block[i + 1 :]
-            ends = next(
-                (k for k, s in enumerate(rest) if isinstance(s, ast.Return | ast.Raise)), None
-            )
-            if _uses_uow(rest if ends is None else rest[: ends + 1]):
-                bad.append(call.lineno)
-                break
-            if ends is not None or isinstance(owner, ast.FunctionDef):
-                break
-            here = owner
-    return bad
+    bare = "def f(work: UnitOfWork):\n    with work:\n        work.commit()\n"
+    locked = (
+        "def f(work: UnitOfWork):\n    with work:\n        work.lock_tenant(t); work.commit()\n"
+    )
+    nested = (
+        "def f(work: UnitOfWork):\n    def g():\n        with work:\n            work.commit()\n"
+    )
+    assert rules.commits_without_tenant_lock(ast.parse(bare)) == ["f"]
+    assert rules.commits_without_tenant_lock(ast.parse(locked)) == []
+    assert rules.commits_without_tenant_lock(ast.parse(nested)) == ["f", "g"]
 
 
 @pytest.mark.parametrize(
@@ -327,48 +280,66 @@ def test_a_use_case_touches_nothing_after_its_commit(path: Path) -> None:
     after ``commit()`` would sit in its next savepoint there but commit on its
     own alone. No use case does any, so a call means the same in both."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    assert _touch_after_commit(tree) == [], path.name
+    assert rules.touch_after_commit(tree) == [], path.name
 
 
 def test_the_after_commit_rule_catches_a_write_after_it() -> None:
     late = (
-        "def f(uow):\n    with uow:\n        if x:\n            uow.commit()\n"
-        "        uow.audit.append(e)\n"
+        "def f(work: UnitOfWork):\n    with work:\n        if x:\n            work.commit()\n"
+        "        work.audit.append(e)\n"
     )
     early = (
-        "def f(uow):\n    with uow:\n        if x:\n            uow.commit()\n"
-        "            raise E\n        uow.commit()\n    return 1\n"
+        "def f(work: UnitOfWork):\n    with work:\n        if x:\n            work.commit()\n"
+        "            raise E\n        work.commit()\n    return 1\n"
     )
-    assert _touch_after_commit(ast.parse(late)) == [4]
-    assert _touch_after_commit(ast.parse(early)) == []
+    assert rules.touch_after_commit(ast.parse(late)) == [4]
+    assert rules.touch_after_commit(ast.parse(early)) == []
 
 
-# Use cases that may append to the audit chain, with an optional audit key:
-# a caller outside the engine that leaves it out writes plain entries while
-# the server has a key (and its chain then fails verification).
-_KEYED_CALLS = {"expire_due", "flag_retry_storm"}
+@pytest.mark.parametrize(
+    "path", [*_modules("engine"), ROOT / "api" / "keys.py"], ids=lambda p: p.name
+)
+def test_the_rules_see_every_transaction(path: Path) -> None:
+    """Every ``with name:`` there is over a typed unit of work, so none escapes the
+    rules above by a lost annotation."""
+    assert rules.unseen_transactions(ast.parse(path.read_text())) == [], path.name
 
 
-def _calls_without_audit_key(source: str) -> list[str]:
-    missing = []
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Call):
-            name = getattr(node.func, "id", getattr(node.func, "attr", None))
-            if name in _KEYED_CALLS and "audit_key" not in {k.arg for k in node.keywords}:
-                missing.append(f"{name} (line {node.lineno})")
-    return missing
+def test_the_transaction_finder_catches_an_untyped_one() -> None:
+    code = (
+        "def f(uow, work: UnitOfWork):\n    with work:\n        pass\n    with uow:\n        pass\n"
+    )
+    assert rules.unseen_transactions(ast.parse(code)) == [4]
+
+
+def _keyed() -> frozenset[str]:
+    return rules.keyed_use_cases([p.read_text() for p in _modules("engine")])
 
 
 def test_the_production_code_passes_the_audit_key() -> None:
+    keyed = _keyed()
     missing = {
         str(path.relative_to(ROOT)): bad
         for folder in SOURCE_DIRS
         for path in _modules(folder)
-        if (bad := _calls_without_audit_key(path.read_text()))
+        if (bad := rules.calls_without_audit_key(path.read_text(), keyed))
     }
     assert not missing, f"called without audit_key: {missing}"
 
 
+def test_the_audit_key_rule_finds_its_use_cases_by_their_signature() -> None:
+    assert {"expire_due", "flag_retry_storm"} <= _keyed()  # the two it once listed by name
+    planted = (
+        "def sweep(work: UnitOfWork, now: Clock, *, audit_key: AuditKey | None = None): ...\n"
+        "def verify(work: UnitOfWork, audit_key: AuditKey | None = None): ...\n"
+        "def keyed(work: UnitOfWork, audit_key: AuditKey): ...\n"
+        "def chain(entry: Entry, audit_key: AuditKey | None = None): ...\n"
+    )
+    assert rules.keyed_use_cases([planted]) == {"sweep", "verify"}
+
+
 def test_the_audit_key_rule_catches_a_call_without_it() -> None:
-    assert _calls_without_audit_key("expire_due(uow, clock, ids, 10)") == ["expire_due (line 1)"]
-    assert _calls_without_audit_key("expire_due(uow, clock, ids, audit_key=k)") == []
+    keyed = frozenset({"sweep"})
+    assert rules.calls_without_audit_key("sweep(work, t, ids, 10)", keyed) == ["sweep (line 1)"]
+    assert rules.calls_without_audit_key("svc.sweep(work, t)", keyed) == ["sweep (line 1)"]
+    assert rules.calls_without_audit_key("sweep(work, t, ids, audit_key=k)", keyed) == []

@@ -19,7 +19,6 @@ built per call goes through ``dynamic`` (SQLAlchemy's own execute).
 
 from __future__ import annotations
 
-import re
 import sqlite3
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, cast
@@ -101,13 +100,16 @@ class CoreRunner:
         self.conn.exec_driver_sql(statement)
 
 
-# Compiled with named parameters (":tenant"): sqlite3 binds them from a dict as
-# they are; for asyncpg they become $1, $2... (``_Plan.order``).
+# sqlite3 binds named parameters (":tenant") from a dict as they are. asyncpg
+# takes $1, $2...: its statements are compiled in pyformat ("%(tenant)s"), where
+# SQLAlchemy doubles every literal "%", so Python's own %-formatting can number
+# the parameters (``_Numbers``) and undo the doubling, with no SQL parsed here.
+# (SQLAlchemy's own "numeric_dollar" numbers them too, but not the elements of
+# an expanding parameter without its values, and not across the statements
+# ``_combined`` joins.)
 _SQLITE = sqlite.dialect(paramstyle="named")
-_ASYNCPG: Dialect = asyncpg.dialect(paramstyle="named")  # type: ignore[no-untyped-call]
+_ASYNCPG: Dialect = asyncpg.dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]
 _POSTCOMPILE = "__[POSTCOMPILE_{}]"
-# ":name", not the "::" of a cast (":tenant::VARCHAR").
-_NAMED = re.compile(r"(?<![:\w]):(\w+)")
 
 
 class _Plan:
@@ -124,6 +126,7 @@ class _Plan:
             # A Python-side default or onupdate would be bound as NULL here.
             raise ValueError(f"a column default computed in Python is not supported: {stmt}")
         sql = str(compiled)
+        mark = "%({})s" if dialect is _ASYNCPG else ":{}"
         given = set(names)
         self.fixed: dict[str, Any] = {}
         self.expanding: tuple[str, ...] = ()
@@ -134,7 +137,7 @@ class _Plan:
                 n = lists.get(name, -1) if value is None else len(value)
                 if n <= 0:
                     raise ValueError(f"expanding parameter {name!r} needs a non-empty list")
-                marks = ", ".join(f":{name}__{i}" for i in range(n))
+                marks = ", ".join(mark.format(f"{name}__{i}") for i in range(n))
                 sql = sql.replace(_POSTCOMPILE.format(name), marks)
                 if value is None:
                     self.expanding += (name,)
@@ -161,14 +164,30 @@ class _Plan:
         return bound
 
 
+class _Numbers:
+    """$1, $2... for the parameters of pyformat SQL, in the order ``%`` asks for them.
+
+    ``sql % numbers`` numbers ``sql``; the name of each number, ``prefix`` then
+    the parameter's, is in ``order``.
+    """
+
+    def __init__(self) -> None:
+        self.prefix = ""
+        self.order: list[str] = []
+        self._given: dict[str, str] = {}
+
+    def __getitem__(self, name: str) -> str:
+        key = self.prefix + name
+        if key not in self._given:
+            self.order.append(key)
+            self._given[key] = f"${len(self.order)}"
+        return self._given[key]
+
+
 def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:
-    """``sql`` with $1, $2... for its named parameters, and their names in order."""
-    numbers: dict[str, int] = {}
-
-    def number(match: re.Match[str]) -> str:
-        return f"${numbers.setdefault(match.group(1), len(numbers) + 1)}"
-
-    return _NAMED.sub(number, sql), tuple(numbers)
+    """Pyformat ``sql`` with $1, $2... for its parameters, and their names in order."""
+    numbers = _Numbers()
+    return sql % numbers, tuple(numbers.order)
 
 
 _COMBINED: dict[tuple[int, ...], tuple[tuple[_Plan, ...], str, tuple[str, ...]]] = {}
@@ -183,12 +202,14 @@ def _combined(plans: Sequence[_Plan]) -> tuple[str, tuple[str, ...]]:
     key = tuple(id(plan) for plan in plans)
     found = _COMBINED.get(key)
     if found is None or any(a is not b for a, b in zip(found[0], plans, strict=True)):
+        numbers = _Numbers()
         parts = []
         for k, plan in enumerate(plans):
-            renamed = _NAMED.sub(lambda m, k=k: f":w{k}_{m.group(1)}", plan.named)  # type: ignore[misc]
-            parts.append(f"w{k} AS ({renamed})")
+            numbers.prefix = f"w{k}_"
+            parts.append(f"w{k} AS ({plan.named % numbers})")
+        sql = "WITH " + ", ".join(parts) + " SELECT 1"
         # The plans are kept with it: their ids stay theirs while it is cached.
-        found = (tuple(plans), *_numbered("WITH " + ", ".join(parts) + " SELECT 1"))
+        found = (tuple(plans), sql, tuple(numbers.order))
         _COMBINED[key] = found
     return found[1], found[2]
 

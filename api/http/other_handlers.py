@@ -80,7 +80,7 @@ async def audit_handler(request: web.Request) -> web.Response:
 async def audit_verify_handler(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys)
-    doc = await service.verify_audit(svc, principal, request.query.get("checkpoint"))
+    doc = await service.verify_chain(svc, principal, request.query.get("checkpoint"))
     return json_response(doc)
 
 

@@ -22,7 +22,7 @@ __all__ = [
     "Claim",
     "Decision",
     "Free",
-    "Preempt",
+    "PreemptLosers",
     "decide",
     "find_alternatives",
     "free_slots",
@@ -48,7 +48,9 @@ class Free:
 
 
 @dataclass(frozen=True)
-class Preempt:
+class PreemptLosers:
+    """The decision: the claim wins; these live holds of lower priority yield to it."""
+
     losers: tuple[Hold, ...]
 
 
@@ -58,7 +60,7 @@ class Blocked:
     retry_after: int | None
 
 
-Decision = Free | Preempt | Blocked
+Decision = Free | PreemptLosers | Blocked
 
 
 def decide(claim: Claim, blockers: Sequence[Hold], now: datetime) -> Decision:
@@ -68,7 +70,7 @@ def decide(claim: Claim, blockers: Sequence[Hold], now: datetime) -> Decision:
         return Free()
     held = [h for h in live if h.status is HoldStatus.HELD]
     if len(held) == len(live) and all(_yields(h, claim) for h in held):
-        return Preempt(tuple(held))
+        return PreemptLosers(tuple(held))
     conflicts = tuple(c for h in live for c in _describe(h, claim))
     retry_after = None
     if len(held) == len(live):

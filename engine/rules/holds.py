@@ -13,7 +13,7 @@ from datetime import datetime
 from slotward.engine.errors import Conflict
 from slotward.engine.model import Hold, HoldStatus
 
-__all__ = ["Commit", "Event", "Expire", "Preempt", "Release", "apply"]
+__all__ = ["Commit", "Event", "Expire", "Preemption", "Release", "apply"]
 
 
 @dataclass(frozen=True)
@@ -32,11 +32,13 @@ class Expire:
 
 
 @dataclass(frozen=True)
-class Preempt:
+class Preemption:
+    """The event: a claim of higher priority, hold ``by``, took this hold's slot."""
+
     by: str
 
 
-Event = Commit | Release | Expire | Preempt
+Event = Commit | Release | Expire | Preemption
 
 _H, _C, _R, _E, _P = (
     HoldStatus.HELD,
@@ -52,7 +54,7 @@ _TABLE: dict[tuple[HoldStatus, type[Event]], HoldStatus | None] = {
     (_H, Commit): _C,
     (_H, Release): _R,
     (_H, Expire): _E,
-    (_H, Preempt): _P,
+    (_H, Preemption): _P,
     (_C, Release): _R,
     (_E, Commit): _C,
     (_E, Release): _R,  # terminal: a late commit must not revive a given-up hold
@@ -101,5 +103,5 @@ def _moved(hold: Hold, target: HoldStatus, event: Event, now: datetime) -> Hold:
         token=hold.token + bump,
         updated_at=now,
         committed_at=now if target is HoldStatus.COMMITTED else hold.committed_at,
-        preempted_by=event.by if isinstance(event, Preempt) else hold.preempted_by,
+        preempted_by=event.by if isinstance(event, Preemption) else hold.preempted_by,
     )

@@ -81,15 +81,6 @@ class Interval:
         """The length of the interval."""
         return self.end - self.start
 
-    @property
-    def minutes(self) -> float:
-        """The length of the interval in minutes (fractional if not whole)."""
-        return self.duration / timedelta(minutes=1)
-
-    def overlaps(self, other: Interval) -> bool:
-        """Whether the two half-open intervals share any instant."""
-        return self.start < other.end and other.start < self.end
-
 
 def format_instant(dt: datetime) -> str:
     """Format an aware datetime as UTC ISO-8601 with ``Z``.

@@ -25,7 +25,7 @@ from slotward.engine.rules.fingerprint import (
     ledger_key,
     public_key,
 )
-from slotward.engine.rules.holds import Preempt, apply
+from slotward.engine.rules.holds import Preemption, apply
 from slotward.engine.rules.policy import Policy
 from slotward.engine.rules.timenorm import Interval, format_instant
 from slotward.engine.tools import CREATE_HOLD
@@ -180,7 +180,7 @@ def _place(
     span = (claim.start, claim.end)
     expire_stale(uow, principal.tenant, claim.attendees, span, now, ids, audit_key=policy.audit_key)
     hold_id = ids.new_id("hold")
-    if isinstance(decision, conflicts.Preempt):
+    if isinstance(decision, conflicts.PreemptLosers):
         _preempt(uow, principal, decision.losers, hold_id, now, ids, policy.audit_key)
         reply = _create(uow, req, prep, hold_id, policy, now, ids)
         return replace(reply, preempted=len(decision.losers))
@@ -262,7 +262,7 @@ def _preempt(
     audit_key: AuditKey | None,
 ) -> None:
     for loser in losers:
-        moved, _ = apply(loser, Preempt(winner_id), now)
+        moved, _ = apply(loser, Preemption(winner_id), now)
         uow.holds.save(moved)
         audit(
             uow,

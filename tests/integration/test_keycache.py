@@ -67,7 +67,7 @@ def clock() -> FixedClock:
 def _cache(store: Store, clock: FixedClock, ttl: float = 60.0) -> tuple[KeyCache, CountingHasher]:
     hasher = CountingHasher()
     hasher.gate.set()
-    return KeyCache(store, ttl, RateLimiter(0, 1, clock), hasher), hasher
+    return KeyCache(store, ttl, RateLimiter(0, 1, clock), hasher, clock), hasher
 
 
 async def _key(store: SqliteStore, clock: FixedClock) -> tuple[str, str]:
@@ -139,6 +139,32 @@ async def test_a_key_is_reread_on_every_expiry_and_its_revocation_is_seen(
     assert await cache.principal(secret) is None
 
 
+async def test_a_revoked_key_works_until_its_answer_expires_and_no_longer(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    cache, hasher = _cache(store, clock, ttl=60.0)
+    key_id, secret = await _key(store, clock)
+    assert await cache.principal(secret) == WHO
+    await store.write(lambda uow: revoke_key(uow, key_id, clock))
+    clock.advance(59.9)
+    assert await cache.principal(secret) == WHO  # the remembered answer
+    assert len(hasher.checks) == 1
+    clock.advance(0.1)  # its lifetime is over: read again
+    assert await cache.principal(secret) is None
+    assert len(hasher.checks) == 2
+
+
+async def test_a_clock_set_back_expires_answers_rather_than_stretching_them(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    cache, _ = _cache(store, clock, ttl=60.0)
+    key_id, secret = await _key(store, clock)
+    assert await cache.principal(secret) == WHO
+    await store.write(lambda uow: revoke_key(uow, key_id, clock))
+    clock.set(clock.now() - timedelta(hours=1))  # the answer would otherwise live 1 h more
+    assert await cache.principal(secret) is None
+
+
 class SlowReads:
     """The real store; reads wait at a gate when it is closed."""
 
@@ -166,14 +192,14 @@ async def test_an_answer_expires_counted_from_the_read_it_rests_on(
     store: SqliteStore, clock: FixedClock
 ) -> None:
     slow = SlowReads(store)
-    ttl = 0.2
+    ttl = 60.0
     cache, _ = _cache(slow, clock, ttl)
     key_id, secret = await _key(store, clock)
     slow.gate.clear()
     first = asyncio.ensure_future(cache.principal(secret))
     await asyncio.wait_for(slow.waiting.wait(), EVENT_WAIT)
     await store.write(lambda uow: revoke_key(uow, key_id, clock))  # after the read
-    await asyncio.sleep(ttl * 2)  # the answer arrives later than its lifetime
+    clock.advance(ttl * 2)  # the answer arrives later than its lifetime
     slow.gate.set()
     assert await first == WHO  # what the read saw
     assert await cache.principal(secret) is None  # not cached past read + ttl

@@ -15,7 +15,7 @@ from slotward.engine.rules.conflicts import (
     Blocked,
     Claim,
     Free,
-    Preempt,
+    PreemptLosers,
     decide,
     find_alternatives,
     free_slots,
@@ -121,13 +121,13 @@ def test_strictly_higher_priority_preempts_every_held_hold() -> None:
     low = hold("hold_low", priority=10, start=at(-15))
     mid = hold("hold_mid", priority=69, attendees=("bob", "carol"), start=at(15))
     decision = decide(claim(priority=70, attendees=("bob", "carol")), [low, mid], NOW)
-    assert decision == Preempt((low, mid))
+    assert decision == PreemptLosers((low, mid))
 
 
 def test_only_overlapping_holds_are_preempted() -> None:
     inside = hold("hold_in", priority=10)
     beside = hold("hold_beside", priority=10, start=at(30), end=at(60))
-    assert decide(claim(priority=70), [inside, beside], NOW) == Preempt((inside,))
+    assert decide(claim(priority=70), [inside, beside], NOW) == PreemptLosers((inside,))
 
 
 # decide: blocked by a held hold

@@ -14,7 +14,7 @@ import pytest
 
 from slotward.engine.errors import Conflict
 from slotward.engine.model import Hold, HoldStatus
-from slotward.engine.rules.holds import Commit, Event, Expire, Preempt, Release, apply
+from slotward.engine.rules.holds import Commit, Event, Expire, Preemption, Release, apply
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 TOKEN = 4
@@ -70,7 +70,7 @@ EVENTS: dict[str, Event] = {
     "commit_wrong_token": Commit(TOKEN + 1),
     "release": Release(),
     "expire": Expire(),
-    "preempt": Preempt(WINNER),
+    "preempt": Preemption(WINNER),
 }
 
 
@@ -152,7 +152,7 @@ def test_the_table_covers_every_status_and_event() -> None:
     assert seen_statuses == set(HoldStatus)
     for row in TABLE.values():
         assert set(row) == set(EVENTS)
-    assert {type(e) for e in EVENTS.values()} == {Commit, Release, Expire, Preempt}
+    assert {type(e) for e in EVENTS.values()} == {Commit, Release, Expire, Preemption}
 
 
 @pytest.mark.parametrize(("state", "event", "outcome"), CASES)

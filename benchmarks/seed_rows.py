@@ -227,10 +227,10 @@ class SeedRows:
         self._rows.tables["outbox"].append(row)
 
     def _ledger(
-        self, at: int, key: str, code: int, body: str, s: _Static, tool: str, agent: str
+        self, at: int, key: str, status: int, body: str, s: _Static, tool: str, agent: str
     ) -> None:
         self._rows.tables["ledger"].append((
-            self.tenant, key, key, "succeeded", code, body.encode(), s.id, at,
+            self.tenant, key, key, "succeeded", status, body.encode(), s.id, at,
             at + self._retention, "hold", s.workflow, tool, agent, None, None, at,
         ))  # fmt: skip
 

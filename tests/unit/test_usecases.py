@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from slotward.api.http.statuses import status_of
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import (
     Conflict,
@@ -215,7 +216,7 @@ def test_a_start_in_the_past_is_refused_and_nothing_is_written(world: World) -> 
     with pytest.raises(ValidationFailed) as info:
         world.place(request(start="2030-10-01T08:59:59Z"))
     assert info.value.code == "start_in_past"
-    assert info.value.status == 422
+    assert status_of(info.value) == 422
     assert world.state == before
 
 
@@ -301,7 +302,7 @@ def test_a_conflict_writes_only_an_audit_entry_and_raises(world: World) -> None:
     error = conflict_of(world, req)
 
     assert error.code == "slot_conflict"
-    assert error.status == 409
+    assert status_of(error) == 409
     assert error.idempotency_key == derived_key(req)
     assert error.retryable is True
     assert error.retry_after == TTL - 100

@@ -11,7 +11,7 @@ from datetime import timedelta
 
 from slotward.adapters.store.waits import Waits
 from slotward.api.keyhash import KeyHasher
-from slotward.engine.errors import InvalidRequest
+from slotward.engine.errors import ConfigError
 from slotward.engine.rules.audit import AuditKey
 from slotward.engine.rules.policy import Policy
 
@@ -95,17 +95,13 @@ class Config:
         )
 
     def check_logging(self) -> None:
-        """Refuse a log format or level slotward does not know (422 invalid_config)."""
+        """Refuse a log format or level slotward does not know (invalid_config)."""
         if self.log_format not in _LOG_FORMATS:
-            raise InvalidRequest(
-                f"SLOTWARD_LOG_FORMAT must be json or text, got {self.log_format!r}",
-                code="invalid_config",
-            )
+            raise ConfigError(f"SLOTWARD_LOG_FORMAT must be json or text, got {self.log_format!r}")
         if self.log_level.upper() not in _LOG_LEVELS:
-            raise InvalidRequest(
+            raise ConfigError(
                 f"SLOTWARD_LOG_LEVEL must be one of {', '.join(_LOG_LEVELS)}, "
-                f"got {self.log_level!r}",
-                code="invalid_config",
+                f"got {self.log_level!r}"
             )
 
     def waits(self) -> Waits:
@@ -119,51 +115,33 @@ class Config:
     def policy(self) -> Policy:
         self.check_logging()  # every way in refuses a bad setting, not only `serve`
         if not 1 <= self.retention_hours <= 24 * 30:
-            raise InvalidRequest("retention must be 1 hour to 30 days", code="invalid_config")
+            raise ConfigError("retention must be 1 hour to 30 days")
         if self.storm_window_seconds < 2:  # replays are counted by whole seconds
-            raise InvalidRequest(
-                "the retry-storm window must be at least 2 seconds", code="invalid_config"
-            )
+            raise ConfigError("the retry-storm window must be at least 2 seconds")
         if self.sweep_interval_seconds > self.storm_window_seconds / 2:
             # Replay counts travel between processes at each sweep: a sweep
             # slower than half the window lets a shared storm leave it unseen.
-            raise InvalidRequest(
-                "the sweep interval may be at most half the retry-storm window",
-                code="invalid_config",
-            )
+            raise ConfigError("the sweep interval may be at most half the retry-storm window")
         if not 0.1 <= self.store_timeout_seconds <= 300:
-            raise InvalidRequest(
-                "the store timeout must be 0.1 to 300 seconds", code="invalid_config"
-            )
+            raise ConfigError("the store timeout must be 0.1 to 300 seconds")
         if not 0.1 <= self.lock_timeout_seconds <= min(60, self.store_timeout_seconds):
-            raise InvalidRequest(
-                "the lock timeout must be 0.1 to 60 seconds, and at most the store timeout",
-                code="invalid_config",
+            raise ConfigError(
+                "the lock timeout must be 0.1 to 60 seconds, and at most the store timeout"
             )
         if not 0.05 <= self.wait_poll_seconds <= 300:
-            raise InvalidRequest(
-                "the wait poll interval must be 0.05 to 300 seconds", code="invalid_config"
-            )
+            raise ConfigError("the wait poll interval must be 0.05 to 300 seconds")
         if self.rate_burst < 0:
-            raise InvalidRequest("the rate burst may not be negative", code="invalid_config")
+            raise ConfigError("the rate burst may not be negative")
         if not 0.1 <= self.head_timeout_seconds <= 300:
-            raise InvalidRequest(
-                "the request head timeout must be 0.1 to 300 seconds", code="invalid_config"
-            )
+            raise ConfigError("the request head timeout must be 0.1 to 300 seconds")
         if not 0.1 <= self.keepalive_seconds <= 3600:
-            raise InvalidRequest(
-                "the keep-alive timeout must be 0.1 to 3600 seconds", code="invalid_config"
-            )
+            raise ConfigError("the keep-alive timeout must be 0.1 to 3600 seconds")
         if not 1 <= self.max_connections <= 1_000_000:
-            raise InvalidRequest("the connection cap must be 1 to 1000000", code="invalid_config")
+            raise ConfigError("the connection cap must be 1 to 1000000")
         if self.audit_key is not None and len(self.audit_key.encode()) < 16:
-            raise InvalidRequest(
-                "SLOTWARD_AUDIT_KEY must be at least 16 bytes", code="invalid_config"
-            )
+            raise ConfigError("SLOTWARD_AUDIT_KEY must be at least 16 bytes")
         if self.storm_replays < 1:
-            raise InvalidRequest(
-                "the retry-storm threshold must be at least 1", code="invalid_config"
-            )
+            raise ConfigError("the retry-storm threshold must be at least 1")
         return Policy(
             allow_unknown_attendees=self.allow_unknown_attendees,
             retention=timedelta(hours=self.retention_hours),
@@ -180,9 +158,7 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
     try:
         return int(raw)
     except ValueError:
-        raise InvalidRequest(
-            f"{name} must be an integer, got {raw!r}", code="invalid_config"
-        ) from None
+        raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
 
 
 def _float(env: Mapping[str, str], name: str, default: float) -> float:
@@ -192,13 +168,10 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise InvalidRequest(
-            f"{name} must be a number, got {raw!r}", code="invalid_config"
-        ) from None
+        raise ConfigError(f"{name} must be a number, got {raw!r}") from None
     if not 0 < value < _MAX_SECONDS:  # also refuses nan and inf
-        raise InvalidRequest(
-            f"{name} must be a positive number of seconds below {_MAX_SECONDS:g}, got {raw!r}",
-            code="invalid_config",
+        raise ConfigError(
+            f"{name} must be a positive number of seconds below {_MAX_SECONDS:g}, got {raw!r}"
         )
     return value
 
@@ -222,4 +195,4 @@ def _bool(env: Mapping[str, str], name: str, default: bool) -> bool:
         return True
     if raw.lower() in _FALSE:
         return False
-    raise InvalidRequest(f"{name} must be true or false, got {raw!r}", code="invalid_config")
+    raise ConfigError(f"{name} must be true or false, got {raw!r}")

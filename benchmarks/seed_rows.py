@@ -51,7 +51,7 @@ COLUMNS: Final = {
     ),
     "hold_attendees": ("hold_id", "attendee", "tenant", "start_us", "end_us", "active"),
     "ledger": (
-        "tenant", "key", "fingerprint", "state", "status_code", "body", "hold_id", "created_us",
+        "tenant", "key", "fingerprint", "state", "created", "body", "hold_id", "created_us",
         "expires_us", "kind", "workflow_id", "tool", "agent_id", "lease_token",
         "lease_expires_us", "completed_us",
     ),
@@ -227,10 +227,10 @@ class SeedRows:
         self._rows.tables["outbox"].append(row)
 
     def _ledger(
-        self, at: int, key: str, code: int, body: str, s: _Static, tool: str, agent: str
+        self, at: int, key: str, created: bool, body: str, s: _Static, tool: str, agent: str
     ) -> None:
         self._rows.tables["ledger"].append((
-            self.tenant, key, key, "succeeded", code, body.encode(), s.id, at,
+            self.tenant, key, key, "succeeded", created, body.encode(), s.id, at,
             at + self._retention, "hold", s.workflow, tool, agent, None, None, at,
         ))  # fmt: skip
 
@@ -252,7 +252,7 @@ class SeedRows:
         active = status in ("held", "committed")
         tables["hold_attendees"].append((s.id, att, t, h.start_us, h.end_us, active))
         doc = self._document(s, h, ("held", 1, h.created_us, None, None))
-        self._ledger(h.created_us, s.key, 201, doc, s, TOOL, agent)
+        self._ledger(h.created_us, s.key, True, doc, s, TOOL, agent)
         self._outbox(h.created_us, "hold.created", s.id, f'{{"hold":{doc}}}')
 
     def _move(self, kind: Kind, at: int, i: int, h: PlannedHold) -> None:
@@ -273,7 +273,7 @@ class SeedRows:
             agent, action = AGENTS[h.agent][0], _ACTIONS[kind.value]
             key = "idem_" + _sha(f'{{"action":"{action}","parent":"{s.key}","v":1}}')
             self._audit(at, agent, f"hold.{action}", key, s.id, "fresh")
-            self._ledger(at, key, 200, doc, s, _TOOLS[kind.value], agent)
+            self._ledger(at, key, False, doc, s, _TOOLS[kind.value], agent)
             self._outbox(at, _EVENTS[kind.value], s.id, f'{{"hold":{doc}}}')
 
     def _final(self, h: PlannedHold) -> _State:

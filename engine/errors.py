@@ -1,25 +1,28 @@
 """The one exception tree of slotward.
 
     SlotwardError
-    ├── InvalidRequest            400/413/415/422: the call can never succeed as sent
-    │   ├── MalformedBody         400: not JSON, bad UTF-8, duplicate keys, NaN ...
-    │   ├── BodyTooLarge          413
-    │   ├── RequestTimeout        408: the body did not arrive in time, retryable
-    │   └── ValidationFailed      422: well-formed JSON that breaks a rule
-    ├── Unauthenticated           401
-    ├── Forbidden                 403
-    ├── NotFound                  404 (also for another tenant's objects)
-    ├── Conflict                  409: the state of the world disagrees
-    │   ├── SlotConflict          409 slot_conflict, with conflicts and alternatives
-    │   ├── InProgress            409 request_in_progress, retryable
-    │   └── LeaseLost             409 lease_lost: a completion without the current lease
-    ├── RateLimited               429: this agent is over its request rate, retryable
-    └── Unavailable               503: the store could not be reached in time, retryable
+    ├── InvalidRequest            the call can never succeed as sent
+    │   ├── MalformedBody         not JSON, bad UTF-8, duplicate keys, NaN ...
+    │   ├── BodyTooLarge          past the size the server reads
+    │   ├── RequestTimeout        the body did not arrive in time, retryable
+    │   └── ValidationFailed      well-formed JSON that breaks a rule
+    ├── Unauthenticated           no credential, or one slotward does not know
+    ├── Forbidden                 a credential not allowed to do this
+    ├── NotFound                  no such object (also for another tenant's objects)
+    ├── Conflict                  the state of the world disagrees
+    │   ├── SlotConflict          slot_conflict, with conflicts and alternatives
+    │   ├── InProgress            request_in_progress, retryable
+    │   └── LeaseLost             lease_lost: a completion without the current lease
+    ├── RateLimited               this agent is over its request rate, retryable
+    ├── Unavailable               the store could not be reached in time, retryable
+    └── ConfigError               a setting slotward refuses: nothing starts
 
-Each error carries a stable ``code`` (the contract with clients), whether the
-same call may succeed later (``retryable``), a human ``detail`` and optional
-``extra`` members that the problem+json body includes. The API maps this tree to
-responses in exactly one place (api/http/problems.py).
+Each error carries a stable ``code`` (the contract with clients; every code is
+in engine/codes.py), whether the same call may succeed later (``retryable``), a
+human ``detail`` and optional ``extra`` members that the problem+json body
+includes. The engine knows no HTTP status: api/http/statuses.py gives each code
+its status, and the API maps this tree to responses in exactly one place
+(api/http/problems.py).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 
 __all__ = [
     "BodyTooLarge",
+    "ConfigError",
     "Conflict",
     "Forbidden",
     "InProgress",
@@ -51,7 +55,6 @@ __all__ = [
 class SlotwardError(Exception):
     """Root of every error slotward raises on purpose."""
 
-    status: int = 500
     title: str = "Internal error"
     default_code: str = "internal_error"
     default_retryable: bool = False
@@ -77,56 +80,47 @@ class SlotwardError(Exception):
 
 
 class InvalidRequest(SlotwardError):
-    status = 422
     title = "Invalid request"
     default_code = "invalid_request"
 
 
 class MalformedBody(InvalidRequest):
-    status = 400
     title = "Malformed body"
     default_code = "malformed_body"
 
 
 class BodyTooLarge(InvalidRequest):
-    status = 413
     title = "Body too large"
     default_code = "body_too_large"
 
 
 class RequestTimeout(InvalidRequest):
-    status = 408
     title = "Request timeout"
     default_code = "body_timeout"
     default_retryable = True
 
 
 class ValidationFailed(InvalidRequest):
-    status = 422
     title = "Validation failed"
     default_code = "validation_failed"
 
 
 class Unauthenticated(SlotwardError):
-    status = 401
     title = "Unauthenticated"
     default_code = "unauthenticated"
 
 
 class Forbidden(SlotwardError):
-    status = 403
     title = "Forbidden"
     default_code = "forbidden"
 
 
 class NotFound(SlotwardError):
-    status = 404
     title = "Not found"
     default_code = "not_found"
 
 
 class Conflict(SlotwardError):
-    status = 409
     title = "Conflict"
     default_code = "conflict"
 
@@ -148,17 +142,22 @@ class LeaseLost(Conflict):
 
 
 class RateLimited(SlotwardError):
-    status = 429
     title = "Too many requests"
     default_code = "rate_limited"
     default_retryable = True
 
 
 class Unavailable(SlotwardError):
-    status = 503
     title = "Service unavailable"
     default_code = "store_unavailable"
     default_retryable = True
+
+
+class ConfigError(SlotwardError):
+    """A setting refused at start (the environment, a flag): no request is answered with it."""
+
+    title = "Invalid configuration"
+    default_code = "invalid_config"
 
 
 @contextmanager

@@ -77,20 +77,23 @@ class Hold:
         return self.status_at(now) in (HoldStatus.HELD, HoldStatus.COMMITTED)
 
 
-@dataclass(frozen=True)
+# Built with keywords only: thirteen positional fields read as a riddle.
+@dataclass(frozen=True, kw_only=True)
 class LedgerRecord:
     """One idempotency record: the first answer given under ``key``.
 
-    ``kind`` tells a hold tool's record (its ``body`` is the HTTP answer) from a
+    ``kind`` tells a hold tool's record (its ``body`` is the answer) from a
     generic execution's (``/v1/executions``: ``body`` is the completion's
     ``result`` as JSON, ``lease_token`` the current holder's fencing token).
+    ``created`` says whether that first answer made a new resource (a placed
+    hold, a lease taken); a replay says so again.
     """
 
     tenant: str
     key: str
     fingerprint: str
     state: ExecutionState
-    status_code: int
+    created: bool
     body: bytes
     created_at: datetime
     expires_at: datetime
@@ -128,11 +131,15 @@ class OutboxEvent:
     hold_id: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Reply:
-    """What a mutating use case answers: the response and whether it was replayed."""
+    """What a mutating use case answers: the response and whether it was replayed.
 
-    status: int
+    ``created``: the call made a new resource, or replays the first answer of
+    one that did.
+    """
+
+    created: bool
     body: bytes
     key: str
     replayed: bool

@@ -165,7 +165,7 @@ async def test_the_envelope_runs_every_tool_as_its_endpoint_does(svc: Services) 
     direct = await service.create_hold(svc, AGENT, ARGS, workflow_id="wf", step=1, client_key=None)
     assert isinstance(placed, Reply)
     assert isinstance(direct, Reply)
-    assert (placed.status, placed.replayed, direct.replayed) == (201, False, True)
+    assert (placed.created, placed.replayed, direct.replayed) == (True, False, True)
     assert direct.key == placed.key  # one intent, one key, either way in
     hold = _doc(placed)
     ref = {"hold_id": hold["id"], "token": hold["token"]}
@@ -207,11 +207,11 @@ async def test_an_execution_needs_a_workflow_or_its_own_key(svc: Services) -> No
     )
     assert error.extra == {"field": "workflow_id"}
     own = await service.acquire_execution(svc, AGENT, fields, "mail-1", lambda: False)
-    assert (own.status, own.key) == (201, "mail-1")
+    assert (own.created, own.key) == (True, "mail-1")
     keyed = await service.acquire_execution(
         svc, AGENT, {**fields, "workflow_id": "wf"}, None, lambda: False
     )
-    assert keyed.status == 201
+    assert keyed.created
     assert keyed.key.startswith("idem_")
 
 

@@ -132,7 +132,6 @@ ledger = Table(
     Column("key", String(300), primary_key=True),
     Column("fingerprint", String(255), nullable=False),
     Column("state", String(16), nullable=False),
-    Column("status_code", Integer, nullable=False),
     Column("body", LargeBinary, nullable=False),
     Column("hold_id", String(64), nullable=True),
     Column("created_us", BigInteger, nullable=False),
@@ -144,6 +143,8 @@ ledger = Table(
     Column("lease_token", String(64), nullable=True),
     Column("lease_expires_us", BigInteger, nullable=True),
     Column("completed_us", BigInteger, nullable=True),
+    # The first answer made a resource; last, where migration 0006 added it.
+    Column("created", Boolean, nullable=False),
     Index("ix_ledger_tenant_fingerprint", "tenant", "fingerprint"),
     Index("ix_ledger_expires", "expires_us"),
     Index("ix_ledger_tenant_expires", "tenant", "expires_us"),

@@ -1,7 +1,8 @@
 """The one place errors become responses: RFC 9457 problem+json.
 
 The middleware walks nothing by hand: every error slotward raises on purpose is
-a :class:`SlotwardError` carrying its status, code and retryability; aiohttp's
+a :class:`SlotwardError` carrying its code and retryability, and its code gives
+its status (api/http/statuses.py); aiohttp's
 own HTTP errors (unknown route, wrong method) are translated to the same form;
 anything else is a 500 that is logged and never leaks internals. The answers
 api/http/edges.py gives before the app runs (a request the HTTP parser refused, a
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+from http import HTTPStatus
 from typing import Any
 
 from aiohttp import web
@@ -26,6 +28,7 @@ from aiohttp.http_exceptions import (
 )
 from aiohttp.typedefs import Handler
 
+from slotward.api.http.statuses import STATUSES, status_of
 from slotward.engine.errors import SlotwardError
 
 __all__ = [
@@ -97,7 +100,7 @@ def _from_error(error: SlotwardError) -> web.Response:
         headers["Idempotency-Key"] = error.idempotency_key
         headers["Idempotent-Replayed"] = "false"
     return problem_response(
-        error.status,
+        status_of(error),
         error.title,
         error.code,
         error.detail,
@@ -130,8 +133,9 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
 
 def internal_error() -> web.Response:
     return problem_response(
-        500, "Internal error", "internal_error", "an unexpected error occurred", retryable=True
-    )
+        STATUSES["internal_error"], "Internal error", "internal_error",
+        "an unexpected error occurred", retryable=True,
+    )  # fmt: skip
 
 
 # What a refused head is told: chosen by the exception's class, never its
@@ -151,7 +155,9 @@ _DEFAULT_FAULT = (
 def parser_refusal(exc: BaseException | None) -> web.Response:
     """400 ``malformed_request`` for a request aiohttp's HTTP parser refused."""
     detail = next((d for kind, d in _FAULTS if isinstance(exc, kind)), _DEFAULT_FAULT)
-    resp = problem_response(400, "Bad Request", "malformed_request", detail)
+    resp = problem_response(
+        STATUSES["malformed_request"], "Bad Request", "malformed_request", detail
+    )
     resp.headers["Connection"] = "close"  # said, not only implied by aiohttp's HTTP/1.0
     return resp
 
@@ -159,7 +165,7 @@ def parser_refusal(exc: BaseException | None) -> web.Response:
 def unsupported_expectation() -> web.Response:
     """417 for an ``Expect`` other than 100-continue (aiohttp's own quotes the header)."""
     return problem_response(
-        417, "Expectation Failed", "unsupported_expectation",
+        STATUSES["unsupported_expectation"], "Expectation Failed", "unsupported_expectation",
         "the only expectation served is 'Expect: 100-continue'",
     )  # fmt: skip
 
@@ -171,13 +177,14 @@ def early_http_problem(exc: web.HTTPException) -> web.Response:
 
 def too_many_connections(server: str) -> bytes:
     """The whole HTTP/1.1 answer to a connection past the cap, sent before any request."""
+    status = STATUSES["too_many_connections"]
     body = _problem_body(
-        503, "Service Unavailable", "too_many_connections",
+        status, HTTPStatus(status).phrase, "too_many_connections",
         "this server process has as many connections open as it accepts; retry shortly",
         retryable=True,
     )  # fmt: skip
     head = (
-        "HTTP/1.1 503 Service Unavailable\r\n"
+        f"HTTP/1.1 {status} {HTTPStatus(status).phrase}\r\n"
         f"Server: {server}\r\n"
         f"Content-Type: {PROBLEM_TYPE}\r\n"
         f"Content-Length: {len(body)}\r\n"

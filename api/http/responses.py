@@ -21,7 +21,7 @@ REPLY = web.ResponseKey("slotward.reply", Reply)
 def reply_response(reply: Reply) -> web.Response:
     """A mutating call's answer, with its idempotency headers."""
     response = web.Response(
-        status=reply.status,
+        status=201 if reply.created else 200,
         body=reply.body,
         content_type=JSON,
         headers={

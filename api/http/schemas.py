@@ -3,6 +3,7 @@ OpenAPI document is generated from them."""
 
 from __future__ import annotations
 
+from slotward.engine.codes import CODES
 from slotward.engine.rules.shapes import Field, Shape
 from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, NAMES, RELEASE_HOLD, Tool
 
@@ -314,7 +315,13 @@ PROBLEM = Shape(
         Field("title", "string", required=True, description="Short summary of the type."),
         Field("status", "integer", required=True, minimum=100, maximum=599),
         Field("detail", "string", description="What went wrong with this request."),
-        Field("code", "string", required=True, description="Stable code clients switch on."),
+        Field(
+            "code",
+            "string",
+            required=True,
+            enum=tuple(CODES),
+            description="Stable code clients switch on.",
+        ),
         Field(
             "retryable", "boolean", required=True, description="May the same call succeed later?"
         ),

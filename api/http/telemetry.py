@@ -17,6 +17,7 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from slotward.api.http.auth import PRINCIPAL
 from slotward.api.http.context import SERVICES
 from slotward.api.http.responses import REPLY
+from slotward.api.http.statuses import status_of
 from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Gauges, Reply
@@ -41,7 +42,7 @@ def _route(request: web.Request) -> str:
 def _failure(exc: Exception) -> tuple[int, str]:
     """The status and the log outcome of an exception the problem middleware answers."""
     if isinstance(exc, SlotwardError):
-        return exc.status, exc.code
+        return status_of(exc), exc.code
     if isinstance(exc, web.HTTPException):
         return exc.status, "http_error"
     return 500, "internal_error"

@@ -92,7 +92,7 @@ def sign_checkpoint(point: Checkpoint, key: AuditKey) -> str:
 def read_checkpoint(token: str, key: AuditKey | None, tenant: str | None = None) -> Checkpoint:
     """The checkpoint in ``token``, once its signature and (given) tenant are checked.
 
-    Refusals are 422s with stable codes: ``invalid_checkpoint`` (not one),
+    Refusals are ValidationFailed with stable codes: ``invalid_checkpoint`` (not one),
     ``checkpoint_signature_invalid`` (not signed under this server's key),
     ``checkpoint_wrong_tenant``, ``audit_key_not_set`` (nothing to check with).
     """
@@ -144,7 +144,7 @@ def _parse(payload: bytes) -> Checkpoint:
 def take_checkpoint(uow: UnitOfWork, tenant: str, key: AuditKey, clock: Clock) -> str:
     """Verify the tenant's chain and sign its head.
 
-    A chain that does not verify is not signed (409 ``audit_chain_broken``): a
+    A chain that does not verify is not signed (``audit_chain_broken``): a
     checkpoint would bless the damage. Nor is a chain plain to its head
     (``reason: unkeyed``): it may be a rewrite, and only :func:`seal_chain`, an
     operator's explicit act, may vouch for a plain history.
@@ -163,7 +163,7 @@ def seal_chain(uow: UnitOfWork, tenant: str, key: AuditKey, clock: Clock) -> int
     history as it is now: run it once, when the key is turned on, on chains you
     trust (a chain that reads ``unkeyed`` after it was sealed was rewritten,
     and sealing it again would bless the rewrite). A chain already keyed, or
-    empty, needs no seal (None); a broken one is refused (409).
+    empty, needs no seal (None); a broken one is refused (Conflict).
     """
     with uow:
         uow.lock_tenant(tenant)

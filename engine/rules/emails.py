@@ -31,7 +31,7 @@ non-empty local part, two or more non-empty domain labels, no whitespace,
 control or format character, ``<``, ``>`` or ``"``, at most 254 characters
 once normalized) is ``invalid_attendee``; a domain IDNA 2008 refuses (a disallowed
 code point, a hyphen misplaced, a label over 63 octets, a broken A-label) is
-``invalid_email_domain``. Both are 422.
+``invalid_email_domain``. Both are ValidationFailed.
 """
 
 from __future__ import annotations

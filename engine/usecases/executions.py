@@ -2,7 +2,7 @@
 
 DESIGN section 4. A caller acquires a key (derived from the call, or its own
 ``Idempotency-Key``) and gets a lease with a fencing token; it runs the tool
-and reports the outcome with that token. Duplicates meanwhile get 409
+and reports the outcome with that token. Duplicates meanwhile get
 ``request_in_progress`` (or wait, in the API), and afterwards the stored
 completion, replayed. An expired lease is taken over by the next duplicate with
 a new token, after which the old token is refused (``lease_lost``).
@@ -120,7 +120,7 @@ def get_execution(uow: UnitOfWork, principal: Principal, key: str) -> dict[str, 
 
 
 def lookup_execution(uow: UnitOfWork, req: ExecutionRequest, clock: Clock) -> Reply | None:
-    """Read-only fast path: the stored completion, or 409 while a live lease runs.
+    """Read-only fast path: the stored completion, or InProgress while a live lease runs.
 
     ``None`` means a write is needed: no record yet, or an expired lease.
     """
@@ -153,7 +153,7 @@ def settled(
 def acquire(
     uow: UnitOfWork, req: ExecutionRequest, policy: Policy, clock: Clock, ids: IdGenerator
 ) -> Reply:
-    """Take the lease on this call's key (201), or answer as a duplicate."""
+    """Take the lease on this call's key (a creation), or answer as a duplicate."""
     tenant = req.principal.tenant
     with uow:
         uow.lock_tenant(tenant)
@@ -168,8 +168,10 @@ def acquire(
         lease_end = now + timedelta(seconds=req.lease_seconds)
         if record is None:
             check_claimable(key, fingerprint)
+            # No answer is stored while executing: the completion's replaces it.
             record = LedgerRecord(
-                tenant, key, fingerprint, "executing", 0, b"", now, now + policy.retention,
+                tenant=tenant, key=key, fingerprint=fingerprint, state="executing",
+                created=False, body=b"", created_at=now, expires_at=now + policy.retention,
                 kind="execution", workflow_id=req.workflow_id, tool=req.tool,
                 agent_id=req.principal.agent_id, lease_token=token, lease_expires_at=lease_end,
             )  # fmt: skip
@@ -194,13 +196,13 @@ def acquire(
         }
     )
     return Reply(
-        201, body, public_key(key), False, workflow_id=req.workflow_id,
-        takeover=outcome == "takeover",
+        created=True, body=body, key=public_key(key), replayed=False,
+        workflow_id=req.workflow_id, takeover=outcome == "takeover",
     )  # fmt: skip
 
 
 def _duplicate(record: LedgerRecord, fingerprint: str, now: datetime) -> Reply | None:
-    """What a duplicate acquire gets: the stored completion, 409, or None (take over)."""
+    """What a duplicate acquire gets: the stored completion, InProgress, or None (take over)."""
     if record.fingerprint != fingerprint:
         raise _tagged(
             ValidationFailed(
@@ -211,8 +213,8 @@ def _duplicate(record: LedgerRecord, fingerprint: str, now: datetime) -> Reply |
         )
     if record.state != "executing":
         return Reply(
-            record.status_code, record.body, public_key(record.key), True,
-            workflow_id=record.workflow_id,
+            created=record.created, body=record.body, key=public_key(record.key),
+            replayed=True, workflow_id=record.workflow_id,
         )  # fmt: skip
     lease_end = record.lease_expires_at
     if lease_end is None or lease_end <= now:
@@ -255,7 +257,7 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
         else:
             uow.ledger.save(
                 replace(
-                    record, state=done.outcome, status_code=200, body=body, lease_expires_at=None,
+                    record, state=done.outcome, created=False, body=body, lease_expires_at=None,
                     completed_at=now, expires_at=now + policy.retention,
                 )
             )  # fmt: skip
@@ -264,12 +266,13 @@ def complete(uow: UnitOfWork, done: Completion, policy: Policy, clock: Clock) ->
               audit_key=policy.audit_key)  # fmt: skip
         uow.commit()
     return Reply(
-        200, body, public_key(record.key), False, workflow_id=record.workflow_id, completion=True
-    )
+        created=False, body=body, key=public_key(record.key), replayed=False,
+        workflow_id=record.workflow_id, completion=True,
+    )  # fmt: skip
 
 
 def _completable(record: LedgerRecord | None, done: Completion) -> LedgerRecord:
-    """The record a completion may complete: 404 without one, 409 under another lease."""
+    """The record a completion may complete: NotFound without one, LeaseLost under another."""
     if record is None:
         raise NotFound(
             f"no execution {done.key!r}: never acquired (in this tenant), freed by a"
@@ -301,4 +304,7 @@ def _repeat(record: LedgerRecord, done: Completion) -> Reply:
             code="completion_mismatch",
             extra={"state": stored["state"]},
         )
-    return Reply(200, record.body, public_key(record.key), True, workflow_id=record.workflow_id)
+    return Reply(
+        created=False, body=record.body, key=public_key(record.key), replayed=True,
+        workflow_id=record.workflow_id,
+    )  # fmt: skip

@@ -162,13 +162,14 @@ def _answer(
     body = encode(hold_document(hold, now))
     uow.ledger.add(
         LedgerRecord(
-            hold.tenant, key, derived, "succeeded", 200, body, now, now + policy.retention,
-            hold.id, workflow_id=hold.workflow_id, tool=tool,
-            agent_id=action.principal.agent_id, completed_at=now,
+            tenant=hold.tenant, key=key, fingerprint=derived, state="succeeded", created=False,
+            body=body, created_at=now, expires_at=now + policy.retention, hold_id=hold.id,
+            workflow_id=hold.workflow_id, tool=tool, agent_id=action.principal.agent_id,
+            completed_at=now,
         )
     )  # fmt: skip
     uow.commit()
-    return Reply(200, body, public_key(key), False, hold.id)
+    return Reply(created=False, body=body, key=public_key(key), replayed=False, hold_id=hold.id)
 
 
 def expire_due(

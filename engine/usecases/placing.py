@@ -92,7 +92,7 @@ def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -
         return _now_status(uow, replay_record(record, prep.fingerprint), tenant, now)
     live = uow.holds.find_live_intent(tenant, req.workflow_id, prep.intent_fp, now)
     if record is not None and (live is None or record.hold_id != live.id):
-        return replay_record(record, prep.fingerprint)  # a key reused: 422
+        return replay_record(record, prep.fingerprint)  # a key reused: refused
     # No record, or the key a step-drift replay answered, sent back: the live
     # hold of this intent answers either way.
     if live is None:
@@ -100,8 +100,7 @@ def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -
     first = uow.ledger.get(tenant, live.key)
     if first is None:  # cannot happen: a hold is written with its record
         return None
-    found = Reply(first.status_code, first.body, public_key(first.key), True, first.hold_id)
-    return replace(found, hold_status=live.status_at(now).value)
+    return replace(_replayed(first), hold_status=live.status_at(now).value)
 
 
 def _now_status(uow: UnitOfWork, reply: Reply, tenant: str, now: datetime) -> Reply:
@@ -111,13 +110,20 @@ def _now_status(uow: UnitOfWork, reply: Reply, tenant: str, now: datetime) -> Re
 
 
 def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:
-    """The stored first answer, or 422 when a client key is reused for another call."""
+    """The stored first answer, or ``idempotency_key_reused`` for another call's key."""
     if record.fingerprint != fingerprint:
         raise ValidationFailed(
             "this Idempotency-Key was already used for a different request",
             code="idempotency_key_reused",
         )
-    return Reply(record.status_code, record.body, public_key(record.key), True, record.hold_id)
+    return _replayed(record)
+
+
+def _replayed(record: LedgerRecord) -> Reply:
+    return Reply(
+        created=record.created, body=record.body, key=public_key(record.key), replayed=True,
+        hold_id=record.hold_id,
+    )  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -205,14 +211,15 @@ def _create(
     body = encode(hold_document(hold, now))
     uow.ledger.add(
         LedgerRecord(
-            principal.tenant, prep.key, prep.fingerprint, "succeeded", 201, body, now,
-            now + policy.retention, hold.id, workflow_id=req.workflow_id, tool=TOOL,
-            agent_id=principal.agent_id, completed_at=now,
+            tenant=principal.tenant, key=prep.key, fingerprint=prep.fingerprint,
+            state="succeeded", created=True, body=body, created_at=now,
+            expires_at=now + policy.retention, hold_id=hold.id, workflow_id=req.workflow_id,
+            tool=TOOL, agent_id=principal.agent_id, completed_at=now,
         )
     )  # fmt: skip
     emit(uow, ids, hold, "hold.created", now)
     uow.commit()
-    return Reply(201, body, public_key(prep.key), False, hold.id)
+    return Reply(created=True, body=body, key=public_key(prep.key), replayed=False, hold_id=hold.id)
 
 
 def _check_window(interval: Interval, now: datetime, max_hold: timedelta) -> None:

@@ -169,7 +169,7 @@ def verify_audit(
     With ``checkpoint`` (signed by ``slotward audit checkpoint``), the chain
     must also hold the checkpoint's entry and be keyed after it: a tail
     deleted behind it, head and all, shows there. A checkpoint that is
-    malformed, forged or another tenant's is a 422 before anything is read.
+    malformed, forged or another tenant's is refused (ValidationFailed) before anything is read.
     """
     points = (
         [] if checkpoint is None else [read_checkpoint(checkpoint, audit_key, principal.tenant)]

@@ -21,7 +21,7 @@ from slotward.adapters.store.postgres.notify import CHANNEL, PgSignals
 from slotward.api.bootstrap import bootstrap, open_store
 from slotward.api.config import Config
 from slotward.api.http.app import build_app
-from slotward.engine.errors import InvalidRequest
+from slotward.engine.errors import ConfigError
 from slotward.engine.ports import Store, UnitOfWork
 from tests.e2e.conftest import Client, Server, serving, until
 from tests.e2e.test_executions import acquire, call, complete
@@ -195,6 +195,6 @@ def test_the_fallback_interval_is_read_and_bounded() -> None:
     assert Config.from_env({}).wait_poll_seconds == 1.0
     assert Config.from_env({"SLOTWARD_WAIT_POLL_SECONDS": "2.5"}).wait_poll_seconds == 2.5
     for bad in ("0.01", "301", "0", "often"):
-        with pytest.raises(InvalidRequest) as refused:
+        with pytest.raises(ConfigError) as refused:
             Config.from_env({"SLOTWARD_WAIT_POLL_SECONDS": bad}).policy()
         assert refused.value.code == "invalid_config"

@@ -242,7 +242,17 @@ async def test_a_use_case_that_raises_rolls_back_completely(
                   audit_key=None)  # fmt: skip
             uow.holds.add(hold)
             uow.ledger.add(
-                LedgerRecord("acme", hold.key, "fp", "succeeded", 201, b"{}", NOW, NOW, hold.id)
+                LedgerRecord(
+                    tenant="acme",
+                    key=hold.key,
+                    fingerprint="fp",
+                    state="succeeded",
+                    created=True,
+                    body=b"{}",
+                    created_at=NOW,
+                    expires_at=NOW,
+                    hold_id=hold.id,
+                )
             )
             uow.directory.register("acme", [("att_1", "one@example.com")], NOW)
             uow.directory.put("acme", "att_2", "Two", ["two@example.com"], NOW)
@@ -257,7 +267,7 @@ async def test_a_use_case_that_raises_rolls_back_completely(
 
     # the writer connection is clean: the next use case runs and starts the chain at 1
     reply = await store.write(placing(hold_request(workflow="wf-1"), clock))
-    assert reply.status == 201
+    assert reply.created is True
     assert [e.seq for e in await audit_entries(store, "acme")] == [1]
     assert sql(db_path, "SELECT count(*) FROM holds") == [(1,)]
 
@@ -326,7 +336,7 @@ async def test_two_stores_on_one_file_never_double_book(
         refused = [r for r in results if isinstance(r, SlotConflict)]
         assert len(placed) == 1, results
         assert len(refused) == 1, results
-        assert placed[0].status == 201
+        assert placed[0].created is True
         conflict = refused[0].extra["conflicts"]
         assert [c["kind"] for c in conflict] == ["held"]
         assert conflict[0]["same_intent"] is True
@@ -358,7 +368,7 @@ async def test_two_stores_racing_with_different_priorities_leave_one_live_hold(
             return_exceptions=True,
         )
         assert isinstance(results[1], Reply), results
-        assert results[1].status == 201
+        assert results[1].created is True
         # the lower one either lost outright or was placed and then preempted
         assert isinstance(results[0], Reply | SlotConflict), results
 

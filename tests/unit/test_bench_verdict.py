@@ -50,8 +50,10 @@ class Race:
         self.calls.append(Call("create", TENANT, hold.agent_id, request, 201, body, headers,
                                idempotency_key_sent=f"k-{hold_id}", invoked_at=at,
                                completed_at=at + 0.5, intent=f"agent-{n}"))  # fmt: skip
-        self.ledger.append(LedgerRecord(TENANT, hold.key, hold.key, "succeeded", 201, body, NOW,
-                                        NOW + timedelta(hours=72), hold_id=hold_id))  # fmt: skip
+        self.ledger.append(LedgerRecord(tenant=TENANT, key=hold.key, fingerprint=hold.key,
+                                        state="succeeded", created=True, body=body,
+                                        created_at=NOW, expires_at=NOW + timedelta(hours=72),
+                                        hold_id=hold_id))  # fmt: skip
         head = (self.audit[-1].seq, self.audit[-1].hash) if self.audit else (0, "0" * 64)
         self.audit.append(next_entry(head, tenant=TENANT, at=NOW - timedelta(minutes=1),
                                      actor=hold.agent_id, action="hold.create", key=hold.key,

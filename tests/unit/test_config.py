@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from slotward.api.config import Config
-from slotward.engine.errors import InvalidRequest
+from slotward.engine.errors import ConfigError
 
 
 @pytest.mark.parametrize(
@@ -29,7 +29,7 @@ from slotward.engine.errors import InvalidRequest
     ],
 )
 def test_bad_values_are_refused(name: str, value: str) -> None:
-    with pytest.raises(InvalidRequest) as refused:
+    with pytest.raises(ConfigError) as refused:
         Config.from_env({name: value}).policy()
     assert refused.value.code == "invalid_config"
 
@@ -63,7 +63,7 @@ def test_store_waits_are_read_and_bounded() -> None:
         {"SLOTWARD_STORE_TIMEOUT": "2", "SLOTWARD_LOCK_TIMEOUT": "3"},  # a lock wait is in line
     ]
     for env in refused_settings:
-        with pytest.raises(InvalidRequest) as refused:
+        with pytest.raises(ConfigError) as refused:
             Config.from_env(env).policy()
         assert refused.value.code == "invalid_config"
     assert Config.from_env({"SLOTWARD_STORE_TIMEOUT": "0.5"}).waits().statement_seconds == 30

@@ -51,8 +51,10 @@ class _History:
         """A fresh change of ``hold``: its stored answer, audit entry and outbox event."""
         body = encode(hold_document(hold, NOW))
         kept = NOW + timedelta(hours=72)
-        self.ledger.append(LedgerRecord("acme", f"client:{key}", key, "succeeded", status, body,
-                                        NOW, kept, hold_id=hold.id))  # fmt: skip
+        self.ledger.append(LedgerRecord(tenant="acme", key=f"client:{key}", fingerprint=key,
+                                        state="succeeded", created=status == 201, body=body,
+                                        created_at=NOW, expires_at=kept,
+                                        hold_id=hold.id))  # fmt: skip
         self._audit(action, key, hold.id, "fresh")
         self.outbox.append(OutboxRow("acme", event, hold.id))
         return body
@@ -97,8 +99,10 @@ def _consistent(unlogged: str | None = None) -> _History:
     h.call("complete", 200, done, "idem_job", target="idem_job", intent="acme complete",
            request=finish)  # fmt: skip
     h.log("execution.complete", "client:idem_job", "succeeded")
-    h.ledger.append(LedgerRecord("acme", "client:idem_job", "fp", "succeeded", 200, done, NOW,
-                                 NOW + timedelta(hours=72), kind="execution"))  # fmt: skip
+    h.ledger.append(LedgerRecord(tenant="acme", key="client:idem_job", fingerprint="fp",
+                                 state="succeeded", created=False, body=done, created_at=NOW,
+                                 expires_at=NOW + timedelta(hours=72),
+                                 kind="execution"))  # fmt: skip
     return h
 
 

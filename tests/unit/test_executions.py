@@ -77,19 +77,19 @@ def test_the_key_is_derived_over_the_arguments_in_a_wrapper() -> None:
 def test_every_transition_in_order() -> None:
     ledger = Ledger()
     first = ledger.acquire()
-    assert (first.status, first.outcome) == (201, "fresh")
+    assert (first.created, first.outcome) == (True, "fresh")
     with pytest.raises(InProgress) as busy:
         ledger.acquire()
     assert busy.value.retry_after == 30
 
     ledger.clock.advance(31)
     taken = ledger.acquire()
-    assert (taken.status, taken.outcome) == (201, "takeover")
+    assert (taken.created, taken.outcome) == (True, "takeover")
     with pytest.raises(LeaseLost):
         ledger.complete(first.key, token(first))
 
     done = ledger.complete(taken.key, token(taken), result={"id": 7})
-    assert (done.status, done.replayed) == (200, False)
+    assert (done.created, done.replayed) == (False, False)
     again = ledger.acquire()
     assert again.replayed
     assert again.body == done.body

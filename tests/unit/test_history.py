@@ -78,8 +78,10 @@ class World:
         return made
 
     def record(self, key: str, status: int, body: bytes, **kw: Any) -> None:
-        self.ledger.append(LedgerRecord("acme", key, key, "succeeded", status, body, NOW,
-                                        NOW + timedelta(hours=72), **kw))  # fmt: skip
+        self.ledger.append(LedgerRecord(tenant="acme", key=key, fingerprint=key,
+                                        state="succeeded", created=status == 201, body=body,
+                                        created_at=NOW, expires_at=NOW + timedelta(hours=72),
+                                        **kw))  # fmt: skip
 
     def create(self, hold: Hold, *, replays: int = 0, intent: str | None = None,
                step: int | None = None, preempts: tuple[Hold, ...] = (),
@@ -216,8 +218,10 @@ def test_two_leases_at_once_are_a_duplicate_effect_but_a_takeover_is_not() -> No
     first = _lease_call("lease_1", "2030-10-01T09:00:30Z")
     takeover = _lease_call("lease_2", "2030-10-01T09:01:00Z")  # granted at 09:00:30
     early = _lease_call("lease_3", "2030-10-01T09:00:50Z")  # granted at 09:00:20
-    snap = Snapshot(ledger=(LedgerRecord("acme", "client:job2", "f", "executing", 0, b"",
-                                         NOW, NOW, kind="execution"),))  # fmt: skip
+    snap = Snapshot(ledger=(LedgerRecord(tenant="acme", key="client:job2", fingerprint="f",
+                                         state="executing", created=False, body=b"",
+                                         created_at=NOW, expires_at=NOW,
+                                         kind="execution"),))  # fmt: skip
     assert one_effect_per_key([first, takeover], snap, NOW) == []
     found = _only("one_effect_per_key", one_effect_per_key([takeover, early], snap, NOW))
     assert found.ids == ("job2", "lease_3", "lease_2")

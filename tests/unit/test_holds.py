@@ -12,6 +12,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from slotward.api.http.statuses import status_of
 from slotward.engine.errors import Conflict
 from slotward.engine.model import Hold, HoldStatus
 from slotward.engine.rules.holds import Commit, Event, Expire, Preemption, Release, apply
@@ -162,7 +163,7 @@ def test_apply(state: str, event: str, outcome: Outcome) -> None:
         with pytest.raises(Conflict) as info:
             apply(hold, EVENTS[event], NOW)
         assert info.value.code == outcome.code
-        assert info.value.status == 409
+        assert status_of(info.value) == 409
         assert info.value.retryable is False
         return
 

@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slotward.api.http.jsonbody import MAX_BODY_BYTES, decode_json, read_json
+from slotward.api.http.statuses import status_of
 from slotward.engine.errors import BodyTooLarge, MalformedBody, SlotwardError
 
 MAX_SAFE = 2**53 - 1
@@ -290,7 +291,7 @@ async def _echo(request: web.Request) -> web.Response:
     try:
         value = await read_json(request, max_bytes=limit, allow_empty="empty" in request.query)
     except SlotwardError as exc:
-        return web.Response(status=exc.status, text=exc.code)
+        return web.Response(status=status_of(exc), text=exc.code)
     return web.json_response(value)
 
 

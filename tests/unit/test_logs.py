@@ -13,7 +13,7 @@ import pytest
 
 from slotward.api.config import Config
 from slotward.api.logs import JsonFormatter, TextFormatter, configure_logging
-from slotward.engine.errors import InvalidRequest
+from slotward.engine.errors import ConfigError
 
 
 @pytest.fixture(autouse=True)
@@ -99,7 +99,7 @@ def test_configure_logging_twice_replaces_its_handler() -> None:
 def test_unknown_log_settings_are_refused(fields: dict[str, str], named: str) -> None:
     config = Config(**fields)  # type: ignore[arg-type]
     for check in (lambda: configure_logging(config, io.StringIO()), config.policy):
-        with pytest.raises(InvalidRequest) as caught:
+        with pytest.raises(ConfigError) as caught:
             check()
         assert caught.value.code == "invalid_config"
         assert named in caught.value.detail
@@ -109,7 +109,7 @@ def test_log_settings_come_from_the_environment() -> None:
     config = Config.from_env({"SLOTWARD_LOG_FORMAT": "text", "SLOTWARD_LOG_LEVEL": "WARNING"})
     config.check_logging()
     assert (config.log_format, config.log_level) == ("text", "WARNING")
-    with pytest.raises(InvalidRequest):
+    with pytest.raises(ConfigError):
         Config.from_env({"SLOTWARD_LOG_FORMAT": "JSONL"}).check_logging()
 
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from slotward.api.http.schemas import PROBLEM as problem_shape
+from slotward.api.http.statuses import status_of
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.rules.shapes import Field, Shape, collect_components
 
@@ -118,7 +119,7 @@ def test_body_must_be_an_object(data: object) -> None:
     error = _error(data)
     assert error.code == "invalid_body"
     assert "JSON object" in error.detail
-    assert error.status == 422
+    assert status_of(error) == 422
 
 
 def test_unknown_field_is_named_with_the_allowed_ones() -> None:

@@ -28,8 +28,8 @@ from slotward.engine.usecases.workflows import Unflushed, flag_retry_storm, work
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 WINDOW = timedelta(seconds=10)
 POLICY = Policy(storm_replays=3, storm_window=WINDOW)
-REPLAY = Reply(201, b"{}", "idem_x", replayed=True)
-FRESH = Reply(201, b"{}", "idem_x", replayed=False)
+REPLAY = Reply(created=True, body=b"{}", key="idem_x", replayed=True)
+FRESH = Reply(created=True, body=b"{}", key="idem_x", replayed=False)
 # The defaults, for the cases of the review: 20 replays per 60 s.
 DEFAULTS = Policy(storm_replays=20, storm_window=timedelta(seconds=60))
 T = TypeVar("T")

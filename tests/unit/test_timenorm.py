@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from slotward.api.http.statuses import status_of
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.rules.timenorm import (
     Interval,
@@ -140,7 +141,7 @@ def test_parse_instant_invalid(value: object) -> None:
     err = _error(parse_instant, value, timezone="Europe/Berlin", field="start")
     assert err.code == "invalid_datetime"
     assert err.extra == {"field": "start"}
-    assert err.status == 422
+    assert status_of(err) == 422
 
 
 def test_parse_instant_invalid_detail_is_bounded() -> None:

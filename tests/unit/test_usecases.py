@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from slotward.api.http.statuses import status_of
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import (
     Conflict,
@@ -139,7 +140,7 @@ def test_a_fresh_create_writes_hold_record_audit_and_event_together(world: World
     req = request()
     reply = world.place(req)
 
-    assert reply.status == 201
+    assert reply.created is True
     assert reply.replayed is False
     assert reply.key == derived_key(req)
     hold = world.hold(reply.hold_id)
@@ -153,7 +154,7 @@ def test_a_fresh_create_writes_hold_record_audit_and_event_together(world: World
     assert doc(reply)["id"] == hold.id
 
     record = world.state.ledger[(TENANT, reply.key)]
-    assert (record.state, record.status_code, record.body) == ("succeeded", 201, reply.body)
+    assert (record.state, record.created, record.body) == ("succeeded", True, reply.body)
     assert record.hold_id == hold.id
     assert record.expires_at == T0 + world.policy.retention
 
@@ -180,7 +181,13 @@ def test_an_identical_call_replays_and_writes_nothing(world: World) -> None:
     again = world.place(request())
 
     assert again == Reply(
-        201, first.body, first.key, True, first.hold_id, first.workflow_id, hold_status="held"
+        created=True,
+        body=first.body,
+        key=first.key,
+        replayed=True,
+        hold_id=first.hold_id,
+        workflow_id=first.workflow_id,
+        hold_status="held",
     )
     assert world.state == before
 
@@ -197,7 +204,13 @@ def test_lookup_replay_finds_the_stored_answer_and_nothing_else(world: World) ->
     before = world.snapshot()
     found = lookup_replay(world.uow(), request(), world.policy, world.clock)
     assert found.reply == Reply(
-        201, first.body, first.key, True, first.hold_id, first.workflow_id, hold_status="held"
+        created=True,
+        body=first.body,
+        key=first.key,
+        replayed=True,
+        hold_id=first.hold_id,
+        workflow_id=first.workflow_id,
+        hold_status="held",
     )
     assert found.key == first.key
     other = lookup_replay(world.uow(), request(minutes=45), world.policy, world.clock)
@@ -215,7 +228,7 @@ def test_a_start_in_the_past_is_refused_and_nothing_is_written(world: World) -> 
     with pytest.raises(ValidationFailed) as info:
         world.place(request(start="2030-10-01T08:59:59Z"))
     assert info.value.code == "start_in_past"
-    assert info.value.status == 422
+    assert status_of(info.value) == 422
     assert world.state == before
 
 
@@ -228,7 +241,7 @@ def test_a_hold_longer_than_24_hours_is_refused(world: World) -> None:
 
 
 def test_a_hold_of_exactly_24_hours_is_accepted(world: World) -> None:
-    assert world.place(request(minutes=24 * 60)).status == 201
+    assert world.place(request(minutes=24 * 60)).created is True
 
 
 def test_a_client_key_reused_for_another_call_is_refused(world: World) -> None:
@@ -256,7 +269,13 @@ def test_step_drift_while_live_replays_with_the_live_holds_key(world: World) -> 
     again = world.place(drifted)
 
     assert again == Reply(
-        201, first.body, first.key, True, first.hold_id, first.workflow_id, hold_status="held"
+        created=True,
+        body=first.body,
+        key=first.key,
+        replayed=True,
+        hold_id=first.hold_id,
+        workflow_id=first.workflow_id,
+        hold_status="held",
     )
     assert again.key != derived_key(drifted)
     assert (TENANT, derived_key(drifted)) not in world.state.ledger
@@ -276,7 +295,7 @@ def test_after_release_a_new_step_books_a_new_hold(world: World) -> None:
 
     rebooked = world.place(request(step=4))
 
-    assert rebooked.status == 201
+    assert rebooked.created is True
     assert rebooked.replayed is False
     assert rebooked.hold_id != first.hold_id
     assert world.hold(rebooked.hold_id).status is HoldStatus.HELD
@@ -301,7 +320,7 @@ def test_a_conflict_writes_only_an_audit_entry_and_raises(world: World) -> None:
     error = conflict_of(world, req)
 
     assert error.code == "slot_conflict"
-    assert error.status == 409
+    assert status_of(error) == 409
     assert error.idempotency_key == derived_key(req)
     assert error.retryable is True
     assert error.retry_after == TTL - 100
@@ -342,7 +361,7 @@ def test_a_conflict_is_not_stored_and_the_same_call_runs_again_later(world: Worl
 
     retried = world.place(request(BOB, workflow="wf-bob"))
 
-    assert (retried.status, retried.replayed) == (201, False)
+    assert (retried.created, retried.replayed) == (True, False)
 
 
 def test_a_committed_hold_conflict_is_not_retryable(world: World) -> None:
@@ -364,7 +383,7 @@ def test_a_higher_priority_claim_preempts_a_held_hold(world: World) -> None:
 
     winner = world.place(request(BOSS, workflow="wf-boss", start=OVERLAP))
 
-    assert (winner.status, winner.replayed) == (201, False)
+    assert (winner.created, winner.replayed) == (True, False)
     lost = world.hold(loser.hold_id)
     assert lost.status is HoldStatus.PREEMPTED
     assert lost.preempted_by == winner.hold_id
@@ -416,7 +435,7 @@ def test_commit_makes_the_hold_committed_and_bumps_the_token(world: World) -> No
     world.clock.advance(20)
     reply = world.commit(ALICE, str(placed.hold_id), 1)
 
-    assert (reply.status, reply.replayed) == (200, False)
+    assert (reply.created, reply.replayed) == (False, False)
     assert reply.key == child_key(placed.key, "commit")
     hold = world.hold(placed.hold_id)
     assert hold.status is HoldStatus.COMMITTED
@@ -437,7 +456,8 @@ def test_a_repeated_commit_replays_identical_bytes(world: World) -> None:
     again = world.commit(ALICE, str(placed.hold_id), 1)
 
     assert again == Reply(
-        200, first.body, first.key, True, first.hold_id, first.workflow_id,
+        created=False, body=first.body, key=first.key, replayed=True,
+        hold_id=first.hold_id, workflow_id=first.workflow_id,
         hold_status="committed",
     )  # fmt: skip
     assert world.state == before
@@ -470,7 +490,7 @@ def test_a_late_commit_succeeds_while_the_slot_is_free(world: World) -> None:
 
     reply = world.commit(ALICE, str(placed.hold_id), 1)
 
-    assert reply.status == 200
+    assert reply.created is False
     hold = world.hold(placed.hold_id)
     assert (hold.status, hold.token) == (HoldStatus.COMMITTED, 2)
 
@@ -490,7 +510,7 @@ def test_a_late_commit_fails_when_another_hold_took_the_slot(world: World) -> No
     placed = world.place(request(ALICE))
     world.clock.advance(TTL + 1)
     taken = world.place(request(BOB, workflow="wf-bob", start=OVERLAP))
-    assert taken.status == 201
+    assert taken.created is True
     before = world.snapshot()
 
     with pytest.raises(Conflict) as info:
@@ -507,13 +527,13 @@ def test_the_owner_releases_and_frees_the_slot(world: World) -> None:
     placed = world.place(request(ALICE))
     reply = world.release(ALICE, str(placed.hold_id))
 
-    assert (reply.status, reply.replayed) == (200, False)
+    assert (reply.created, reply.replayed) == (False, False)
     assert reply.key == child_key(placed.key, "release")
     hold = world.hold(placed.hold_id)
     assert (hold.status, hold.token) == (HoldStatus.RELEASED, 2)
     assert world.state.outbox[-1].type == "hold.released"
     assert world.audit()[-1].action == "hold.release"
-    assert world.place(request(BOB, workflow="wf-bob")).status == 201
+    assert world.place(request(BOB, workflow="wf-bob")).created is True
 
 
 def test_releasing_twice_is_a_replay(world: World) -> None:
@@ -522,7 +542,8 @@ def test_releasing_twice_is_a_replay(world: World) -> None:
     before = world.snapshot()
     again = world.release(ALICE, str(placed.hold_id))
     assert again == Reply(
-        200, first.body, first.key, True, first.hold_id, first.workflow_id,
+        created=False, body=first.body, key=first.key, replayed=True,
+        hold_id=first.hold_id, workflow_id=first.workflow_id,
         hold_status="released",
     )  # fmt: skip
     assert world.state == before
@@ -550,7 +571,7 @@ def test_releasing_an_expired_hold_makes_it_final(world: World) -> None:
 
     reply = world.release(ALICE, str(placed.hold_id))
 
-    assert reply.status == 200
+    assert reply.created is False
     assert doc(reply)["status"] == "released"
     assert doc(reply)["token"] == 2
     assert [e.type for e in world.state.outbox][-1] == "hold.released"
@@ -566,7 +587,7 @@ def test_releasing_a_preempted_hold_answers_as_it_is(world: World) -> None:
 
     reply = world.release(ALICE, str(placed.hold_id))
 
-    assert (reply.status, doc(reply)["status"]) == (200, "preempted")
+    assert (reply.created, doc(reply)["status"]) == (False, "preempted")
     assert world.state.holds == before.holds
     assert world.state.outbox == before.outbox
 
@@ -683,7 +704,7 @@ def test_a_failing_commit_leaves_the_state_untouched(world: World) -> None:
 
     assert world.state == before
     world.ids = SequentialIds()
-    assert world.commit(ALICE, str(placed.hold_id), 1).status == 200
+    assert world.commit(ALICE, str(placed.hold_id), 1).created is False
 
 
 def test_the_audit_chain_of_a_busy_day_verifies(world: World) -> None:

@@ -70,17 +70,18 @@ class _Holds:
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
         wanted = set(attendees)
-        return [
+        found = [
             h
             for h in self._of(tenant)
             if h.blocks_at(now) and h.start < end and h.end > start and wanted & set(h.attendees)
         ]
+        return sorted(found, key=_start_id)
 
     def stale(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
         wanted = set(attendees)
-        return [
+        found = [
             h
             for h in self._of(tenant)
             if h.status is HoldStatus.HELD
@@ -89,6 +90,7 @@ class _Holds:
             and h.end > start
             and wanted & set(h.attendees)
         ]
+        return sorted(found, key=_start_id)
 
     def add(self, hold: Hold) -> None:
         self._state().holds[(hold.tenant, hold.id)] = hold
@@ -102,7 +104,7 @@ class _Holds:
             for h in self._state().holds.values()
             if h.status is HoldStatus.HELD and h.expires_at <= now
         ]
-        return sorted(due, key=_id)[:limit]
+        return sorted(due, key=lambda h: (h.expires_at, h.id))[:limit]  # oldest overdue first
 
     def search(
         self,
@@ -128,6 +130,11 @@ class _Holds:
 
 def _id(hold: Hold) -> str:
     return hold.id
+
+
+def _start_id(hold: Hold) -> tuple[datetime, str]:
+    """The order of overlapping holds, as the SQL stores list them."""
+    return hold.start, hold.id
 
 
 class _Ledger:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slotward.engine.model import (
     AuditEntry,
@@ -93,10 +93,16 @@ class _Holds:
         return sorted(found, key=_start_id)
 
     def add(self, hold: Hold) -> None:
-        self._state().holds[(hold.tenant, hold.id)] = hold
+        holds = self._state().holds
+        if any(hold_id == hold.id for _, hold_id in holds):  # ids are the store's keys
+            raise KeyError(f"duplicate hold id {hold.id}")
+        holds[(hold.tenant, hold.id)] = hold
 
     def save(self, hold: Hold) -> None:
-        self._state().holds[(hold.tenant, hold.id)] = hold
+        holds = self._state().holds
+        stored = holds.get((hold.tenant, hold.id))
+        if stored is not None:  # only the mutable fields are written back, as in SQL
+            holds[(hold.tenant, hold.id)] = replace(stored, **_fields(hold, _HOLD_MUTABLE))
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
         due = [
@@ -128,6 +134,15 @@ class _Holds:
         return list(itertools.islice(found, limit))
 
 
+_HOLD_MUTABLE = (
+    "status", "token", "expires_at", "updated_at", "committed_at", "preempted_by"
+)  # fmt: skip
+
+
+def _fields(value: object, names: Collection[str]) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in names}
+
+
 def _id(hold: Hold) -> str:
     return hold.id
 
@@ -135,6 +150,10 @@ def _id(hold: Hold) -> str:
 def _start_id(hold: Hold) -> tuple[datetime, str]:
     """The order of overlapping holds, as the SQL stores list them."""
     return hold.start, hold.id
+
+
+# The fields ``Ledger.save`` does not write back: every other one it does.
+_RECORD_FIXED = ("fingerprint", "created_at", "hold_id", "kind", "workflow_id", "tool")
 
 
 class _Ledger:
@@ -149,7 +168,7 @@ class _Ledger:
             r for (t, _), r in self._state().ledger.items()
             if t == tenant and r.fingerprint == fingerprint
         ]  # fmt: skip
-        return min(found, key=lambda r: r.created_at, default=None)
+        return min(found, key=lambda r: (r.created_at, r.key), default=None)
 
     def add(self, record: LedgerRecord) -> None:
         ledger = self._state().ledger
@@ -158,7 +177,10 @@ class _Ledger:
         ledger[(record.tenant, record.key)] = record
 
     def save(self, record: LedgerRecord) -> None:
-        self._state().ledger[(record.tenant, record.key)] = record
+        ledger = self._state().ledger
+        stored = ledger.get((record.tenant, record.key))
+        if stored is not None:  # what identifies the call stays as first recorded, as in SQL
+            ledger[(record.tenant, record.key)] = replace(record, **_fields(stored, _RECORD_FIXED))
 
     def remove(self, tenant: str, key: str) -> None:
         self._state().ledger.pop((tenant, key), None)

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, insert, or_, select, update
+from sqlalchemy import and_, bindparam, exists, false, insert, or_, select, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
@@ -246,7 +246,7 @@ def _status_clause(statuses: Collection[HoldStatus], now_us: int) -> Any:
             )
         else:
             parts.append(_h.status == status.value)
-    return or_(*parts)
+    return or_(false(), *parts)  # no status asked for: nothing matches
 
 
 def _hold_values(hold: Hold) -> dict[str, Any]:

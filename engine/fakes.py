@@ -1,7 +1,9 @@
 """In-memory implementations of the ports, for unit tests and for embedding.
 
-They keep the same contract as the SQL store: a unit of work rolls back unless
-committed, expired holds never block, lists are ordered by id.
+They keep the same contract as the SQL stores, which tests/contract/ runs over
+all three: a unit of work rolls back unless committed, expired holds never
+block, a key is stored once, lists come in the SQL stores' order (a tenant's
+holds by id, overlapping ones by start then id, the overdue by expiry then id).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ class State:
     outbox: list[OutboxEvent] = field(default_factory=list)
     keys: dict[str, Principal] = field(default_factory=dict)
     key_ids: dict[str, str] = field(default_factory=dict)  # key id -> its hash
+    revoked: dict[str, str] = field(default_factory=dict)  # id -> hash, kept for good as in SQL
     workflows: dict[tuple[str, str], WorkflowStats] = field(default_factory=dict)
     # (tenant, workflow_id, whole second) -> replays in it, as the workflow_replays table
     replay_seconds: dict[tuple[str, str, datetime], int] = field(default_factory=dict)
@@ -309,7 +312,11 @@ class _Audit:
         return (chain[-1].seq, chain[-1].hash) if chain else (0, GENESIS)
 
     def append(self, entry: AuditEntry) -> None:
-        self._state().audit.setdefault(entry.tenant, []).append(entry)
+        chain = self._state().audit.setdefault(entry.tenant, [])
+        late = chain and entry.seq <= chain[-1].seq  # (tenant, seq) is the store's key
+        if late and any(e.seq == entry.seq for e in chain):
+            raise KeyError(f"duplicate audit seq {entry.seq}")
+        chain.append(entry)
 
     def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
         chain = self._state().audit.get(tenant, [])
@@ -324,7 +331,10 @@ class _Outbox:
         self._state = state
 
     def add(self, event: OutboxEvent) -> None:
-        self._state().outbox.append(event)
+        outbox = self._state().outbox
+        if any(e.id == event.id for e in outbox):  # the id is the store's key
+            raise KeyError(f"duplicate event id {event.id}")
+        outbox.append(event)
 
 
 class _Keys:
@@ -340,8 +350,12 @@ class _Keys:
         return None if key_hash is None or principal is None else (key_hash, principal)
 
     def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None:
-        self._state().keys[key_hash] = principal
-        self._state().key_ids[key_id] = key_hash
+        state = self._state()
+        taken = key_hash in state.keys or key_hash in state.revoked.values()
+        if taken or key_id in state.key_ids or key_id in state.revoked:
+            raise KeyError(f"duplicate key id {key_id} or hash")
+        state.keys[key_hash] = principal
+        state.key_ids[key_id] = key_hash
 
     def rehash(self, key_id: str, old_hash: str, new_hash: str) -> bool:
         state = self._state()
@@ -352,8 +366,12 @@ class _Keys:
         return True
 
     def revoke(self, key_id: str, now: datetime) -> bool:
-        key_hash = self._state().key_ids.pop(key_id, None)
-        return key_hash is not None and self._state().keys.pop(key_hash, None) is not None
+        state = self._state()
+        key_hash = state.key_ids.pop(key_id, None)
+        if key_hash is None:
+            return False
+        state.revoked[key_id] = key_hash
+        return state.keys.pop(key_hash, None) is not None
 
 
 class InMemoryUnitOfWork:
@@ -373,7 +391,7 @@ class InMemoryUnitOfWork:
 
     def _current(self) -> State:
         if self._work is None:
-            raise RuntimeError("use the unit of work inside 'with uow:'")
+            raise RuntimeError("use the unit of work inside 'with uow:', before its commit")
         return self._work
 
     def __enter__(self) -> InMemoryUnitOfWork:
@@ -392,9 +410,16 @@ class InMemoryUnitOfWork:
         self._current()  # one transaction at a time already: only check we are in one
 
     def commit(self) -> None:
+        """Keep the work, and end it: the unit of work does nothing more until entered again.
+
+        Nothing is done after a commit by any use case, and the SQL stores do
+        not agree on what that would mean (SQLite alone autocommits it, grouped
+        it keeps it in a savepoint, PostgreSQL drops it), so here it is refused.
+        """
         work = self._current()
         for name in vars(work):
             setattr(self.committed, name, getattr(work, name))
+        self._work = None
 
 
 class InMemoryStore:

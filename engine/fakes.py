@@ -1,22 +1,24 @@
 """In-memory implementations of the ports, for unit tests and for embedding.
 
-They keep the same contract as the SQL store: a unit of work rolls back unless
-committed, expired holds never block, lists are ordered by id.
+They keep the same contract as the SQL stores, which tests/contract/ runs over
+all three: a unit of work rolls back unless committed, expired holds never
+block, a key is stored once, lists come in the SQL stores' order (a tenant's
+holds by id, overlapping ones by start then id, the overdue by expiry then id).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from types import TracebackType
-from typing import TypeVar
+from typing import Any, TypeVar
 
+from slotward.engine.fake_ops import FakeKeys, FakeOutbox, FakeStats, FakeWorkflows
 from slotward.engine.model import (
     AuditEntry,
-    Gauges,
     Hold,
     HoldStatus,
     LedgerRecord,
@@ -42,6 +44,7 @@ class State:
     outbox: list[OutboxEvent] = field(default_factory=list)
     keys: dict[str, Principal] = field(default_factory=dict)
     key_ids: dict[str, str] = field(default_factory=dict)  # key id -> its hash
+    revoked: dict[str, str] = field(default_factory=dict)  # id -> hash, kept for good as in SQL
     workflows: dict[tuple[str, str], WorkflowStats] = field(default_factory=dict)
     # (tenant, workflow_id, whole second) -> replays in it, as the workflow_replays table
     replay_seconds: dict[tuple[str, str, datetime], int] = field(default_factory=dict)
@@ -70,17 +73,18 @@ class _Holds:
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
         wanted = set(attendees)
-        return [
+        found = [
             h
             for h in self._of(tenant)
             if h.blocks_at(now) and h.start < end and h.end > start and wanted & set(h.attendees)
         ]
+        return sorted(found, key=_start_id)
 
     def stale(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
         wanted = set(attendees)
-        return [
+        found = [
             h
             for h in self._of(tenant)
             if h.status is HoldStatus.HELD
@@ -89,12 +93,19 @@ class _Holds:
             and h.end > start
             and wanted & set(h.attendees)
         ]
+        return sorted(found, key=_start_id)
 
     def add(self, hold: Hold) -> None:
-        self._state().holds[(hold.tenant, hold.id)] = hold
+        holds = self._state().holds
+        if any(hold_id == hold.id for _, hold_id in holds):  # ids are the store's keys
+            raise KeyError(f"duplicate hold id {hold.id}")
+        holds[(hold.tenant, hold.id)] = hold
 
     def save(self, hold: Hold) -> None:
-        self._state().holds[(hold.tenant, hold.id)] = hold
+        holds = self._state().holds
+        stored = holds.get((hold.tenant, hold.id))
+        if stored is not None:  # only the mutable fields are written back, as in SQL
+            holds[(hold.tenant, hold.id)] = replace(stored, **_fields(hold, _HOLD_MUTABLE))
 
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
         due = [
@@ -102,7 +113,7 @@ class _Holds:
             for h in self._state().holds.values()
             if h.status is HoldStatus.HELD and h.expires_at <= now
         ]
-        return sorted(due, key=_id)[:limit]
+        return sorted(due, key=lambda h: (h.expires_at, h.id))[:limit]  # oldest overdue first
 
     def search(
         self,
@@ -126,8 +137,26 @@ class _Holds:
         return list(itertools.islice(found, limit))
 
 
+_HOLD_MUTABLE = (
+    "status", "token", "expires_at", "updated_at", "committed_at", "preempted_by"
+)  # fmt: skip
+
+
+def _fields(value: object, names: Collection[str]) -> dict[str, Any]:
+    return {name: getattr(value, name) for name in names}
+
+
 def _id(hold: Hold) -> str:
     return hold.id
+
+
+def _start_id(hold: Hold) -> tuple[datetime, str]:
+    """The order of overlapping holds, as the SQL stores list them."""
+    return hold.start, hold.id
+
+
+# The fields ``Ledger.save`` does not write back: every other one it does.
+_RECORD_FIXED = ("fingerprint", "created_at", "hold_id", "kind", "workflow_id", "tool")
 
 
 class _Ledger:
@@ -142,7 +171,7 @@ class _Ledger:
             r for (t, _), r in self._state().ledger.items()
             if t == tenant and r.fingerprint == fingerprint
         ]  # fmt: skip
-        return min(found, key=lambda r: r.created_at, default=None)
+        return min(found, key=lambda r: (r.created_at, r.key), default=None)
 
     def add(self, record: LedgerRecord) -> None:
         ledger = self._state().ledger
@@ -151,7 +180,10 @@ class _Ledger:
         ledger[(record.tenant, record.key)] = record
 
     def save(self, record: LedgerRecord) -> None:
-        self._state().ledger[(record.tenant, record.key)] = record
+        ledger = self._state().ledger
+        stored = ledger.get((record.tenant, record.key))
+        if stored is not None:  # what identifies the call stays as first recorded, as in SQL
+            ledger[(record.tenant, record.key)] = replace(record, **_fields(stored, _RECORD_FIXED))
 
     def remove(self, tenant: str, key: str) -> None:
         self._state().ledger.pop((tenant, key), None)
@@ -177,72 +209,6 @@ class _Ledger:
         for r in due:
             del self._state().ledger[(r.tenant, r.key)]
         return len(due)
-
-
-class _Workflows:
-    def __init__(self, state: Callable[[], State]) -> None:
-        self._state = state
-
-    def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None:
-        return self._state().workflows.get((tenant, workflow_id))
-
-    def _row(self, tenant: str, workflow_id: str) -> WorkflowStats:
-        found = self.get(tenant, workflow_id)
-        return found or WorkflowStats(tenant, workflow_id, 0, None, None, 0)
-
-    def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
-        row = self._row(tenant, workflow_id)
-        last = last_at if row.last_replay_at is None else max(row.last_replay_at, last_at)
-        self._state().workflows[(tenant, workflow_id)] = replace(
-            row, replays=row.replays + count, last_replay_at=last
-        )
-
-    def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
-        row = self._row(tenant, workflow_id)
-        self._state().workflows[(tenant, workflow_id)] = replace(
-            row, storm_at=at, storms=row.storms + 1
-        )
-
-    def add_replay_seconds(
-        self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
-    ) -> None:
-        seconds = self._state().replay_seconds
-        for second, count in buckets.items():
-            key = (tenant, workflow_id, second)
-            seconds[key] = seconds.get(key, 0) + count
-
-    def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
-        seconds = self._state().replay_seconds.items()
-        return sum(n for (t, w, s), n in seconds if (t, w) == (tenant, workflow_id) and s >= since)
-
-    def forget_replays_before(self, tenant: str, before: datetime) -> None:
-        state = self._state()
-        state.replay_seconds = {
-            k: n for k, n in state.replay_seconds.items() if k[0] != tenant or k[2] >= before
-        }
-
-    def tenant_with_replays_before(self, before: datetime) -> str | None:
-        old = [t for (t, _, s) in self._state().replay_seconds if s < before]
-        return min(old, default=None)
-
-
-class _Stats:
-    def __init__(self, state: Callable[[], State]) -> None:
-        self._state = state
-
-    def gauges(self, now: datetime) -> Gauges:
-        state = self._state()
-        by_status: dict[str, int] = {}
-        for hold in state.holds.values():
-            status = hold.status_at(now).value
-            by_status[status] = by_status.get(status, 0) + 1
-        overdue = [
-            h.expires_at for h in state.holds.values()
-            if h.status is HoldStatus.HELD and h.expires_at <= now
-        ]  # fmt: skip
-        leases = [r.lease_expires_at for r in state.ledger.values() if r.state == "executing"]
-        executing = sum(1 for end in leases if end is not None and end > now)
-        return Gauges(by_status, len(state.outbox), min(overdue, default=None), executing)
 
 
 class _Directory:
@@ -280,7 +246,11 @@ class _Audit:
         return (chain[-1].seq, chain[-1].hash) if chain else (0, GENESIS)
 
     def append(self, entry: AuditEntry) -> None:
-        self._state().audit.setdefault(entry.tenant, []).append(entry)
+        chain = self._state().audit.setdefault(entry.tenant, [])
+        late = chain and entry.seq <= chain[-1].seq  # (tenant, seq) is the store's key
+        if late and any(e.seq == entry.seq for e in chain):
+            raise KeyError(f"duplicate audit seq {entry.seq}")
+        chain.append(entry)
 
     def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
         chain = self._state().audit.get(tenant, [])
@@ -288,43 +258,6 @@ class _Audit:
 
     def tenants(self) -> list[str]:
         return sorted(t for t, chain in self._state().audit.items() if chain)
-
-
-class _Outbox:
-    def __init__(self, state: Callable[[], State]) -> None:
-        self._state = state
-
-    def add(self, event: OutboxEvent) -> None:
-        self._state().outbox.append(event)
-
-
-class _Keys:
-    def __init__(self, state: Callable[[], State]) -> None:
-        self._state = state
-
-    def find(self, key_hash: str) -> Principal | None:
-        return self._state().keys.get(key_hash)
-
-    def by_id(self, key_id: str) -> tuple[str, Principal] | None:
-        key_hash = self._state().key_ids.get(key_id)
-        principal = None if key_hash is None else self._state().keys.get(key_hash)
-        return None if key_hash is None or principal is None else (key_hash, principal)
-
-    def add(self, key_id: str, key_hash: str, principal: Principal, now: datetime) -> None:
-        self._state().keys[key_hash] = principal
-        self._state().key_ids[key_id] = key_hash
-
-    def rehash(self, key_id: str, old_hash: str, new_hash: str) -> bool:
-        state = self._state()
-        if state.key_ids.get(key_id) != old_hash or old_hash not in state.keys:
-            return False
-        state.keys[new_hash] = state.keys.pop(old_hash)
-        state.key_ids[key_id] = new_hash
-        return True
-
-    def revoke(self, key_id: str, now: datetime) -> bool:
-        key_hash = self._state().key_ids.pop(key_id, None)
-        return key_hash is not None and self._state().keys.pop(key_hash, None) is not None
 
 
 class InMemoryUnitOfWork:
@@ -337,14 +270,14 @@ class InMemoryUnitOfWork:
         self.ledger = _Ledger(self._current)
         self.directory = _Directory(self._current)
         self.audit = _Audit(self._current)
-        self.outbox = _Outbox(self._current)
-        self.keys = _Keys(self._current)
-        self.workflows = _Workflows(self._current)
-        self.stats = _Stats(self._current)
+        self.outbox = FakeOutbox(self._current)
+        self.keys = FakeKeys(self._current)
+        self.workflows = FakeWorkflows(self._current)
+        self.stats = FakeStats(self._current)
 
     def _current(self) -> State:
         if self._work is None:
-            raise RuntimeError("use the unit of work inside 'with uow:'")
+            raise RuntimeError("use the unit of work inside 'with uow:', before its commit")
         return self._work
 
     def __enter__(self) -> InMemoryUnitOfWork:
@@ -363,9 +296,16 @@ class InMemoryUnitOfWork:
         self._current()  # one transaction at a time already: only check we are in one
 
     def commit(self) -> None:
+        """Keep the work, and end it: the unit of work does nothing more until entered again.
+
+        Nothing is done after a commit by any use case, and the SQL stores do
+        not agree on what that would mean (SQLite alone autocommits it, grouped
+        it keeps it in a savepoint, PostgreSQL drops it), so here it is refused.
+        """
         work = self._current()
         for name in vars(work):
             setattr(self.committed, name, getattr(work, name))
+        self._work = None
 
 
 class InMemoryStore:

@@ -13,7 +13,7 @@ from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import and_, bindparam, exists, insert, or_, select, update
+from sqlalchemy import and_, bindparam, exists, false, insert, or_, select, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
@@ -63,7 +63,7 @@ _BY_IDS = select(t.holds).where(_h.id.in_(bindparam("ids", expanding=True)))
 _DUE = (
     select(t.holds)
     .where(_h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now"))
-    .order_by(_h.expires_us)
+    .order_by(_h.expires_us, _h.id)  # the oldest overdue first; ties by id, as the fakes
     .limit(bindparam("limit"))
 )
 _INSERT = insert(t.holds)
@@ -110,10 +110,16 @@ class SqlHolds:
     def __init__(self, db: Runner, max_hold: timedelta) -> None:
         self._db = db
         self._lookback = max_hold // timedelta(microseconds=1)
-        # The active holds last found overlapping a span: a claim asks for its
-        # blockers, then for the stale ones among them, with nothing written
-        # between. Any write of a hold forgets them.
+        # The active holds last found overlapping a span, by the span asked
+        # for: a claim asks for its blockers and for the stale ones among them
+        # (in either order), and the second question costs no round trip. Any
+        # write of a hold forgets them, and so does every transaction boundary
+        # (``forget``): another writer may have committed since.
         self._seen: tuple[tuple[Any, ...], list[Row]] | None = None
+
+    def forget(self) -> None:
+        """Drop what was read: the unit of work begins, commits or rolls back."""
+        self._seen = None
 
     def get(self, tenant: str, hold_id: str) -> Hold | None:
         row = self._db.first(_GET, {"id": hold_id, "tenant": tenant})
@@ -159,7 +165,7 @@ class SqlHolds:
     ) -> list[Row]:
         """Active holds of ``attendees`` overlapping [start, end), by start and id."""
         s = to_us(start)
-        key = (tenant, tuple(attendees), s, to_us(end))
+        key = (tenant, frozenset(attendees), s, to_us(end))
         if self._seen is not None and self._seen[0] == key:
             return self._seen[1]
         params = {
@@ -178,6 +184,7 @@ class SqlHolds:
     def add(self, hold: Hold) -> None:
         self._seen = None
         self._db.put(_INSERT, _hold_values(hold))
+        active = hold.status.value in _ACTIVE  # as ``save`` sets it
         self._db.put(
             _INSERT_ATTENDEES,
             [
@@ -187,7 +194,7 @@ class SqlHolds:
                     "tenant": hold.tenant,
                     "start_us": to_us(hold.start),
                     "end_us": to_us(hold.end),
-                    "active": True,
+                    "active": active,
                 }
                 for a in hold.attendees
             ],
@@ -239,7 +246,7 @@ def _status_clause(statuses: Collection[HoldStatus], now_us: int) -> Any:
             )
         else:
             parts.append(_h.status == status.value)
-    return or_(*parts)
+    return or_(false(), *parts)  # no status asked for: nothing matches
 
 
 def _hold_values(hold: Hold) -> dict[str, Any]:

@@ -19,7 +19,7 @@ _GET = select(t.ledger).where(_l.tenant == bindparam("tenant"), _l.key == bindpa
 _BY_FINGERPRINT = (
     select(t.ledger)
     .where(_l.tenant == bindparam("tenant"), _l.fingerprint == bindparam("fingerprint"))
-    .order_by(_l.created_us)
+    .order_by(_l.created_us, _l.key)  # ties by key: the same first record on every store
     .limit(1)
 )
 _ADD = insert(t.ledger)

@@ -153,6 +153,8 @@ class SqlStats:
         overdue, oldest = late["n"], late["oldest"]
         if overdue:  # held past expiry reads as expired, swept or not
             by_status[HoldStatus.HELD.value] -= int(overdue)
+            if not by_status[HoldStatus.HELD.value]:  # a status not seen has no count
+                del by_status[HoldStatus.HELD.value]
             expired = HoldStatus.EXPIRED.value
             by_status[expired] = by_status.get(expired, 0) + int(overdue)
         return Gauges(

@@ -273,6 +273,7 @@ class SqlUnitOfWork:
         self.stats = SqlStats(db)
 
     def __enter__(self) -> SqlUnitOfWork:
+        self.holds.forget()
         if self._begin is not None:
             self._conn.exec_driver_sql(self._begin)
         elif not self._conn.in_transaction():
@@ -288,6 +289,7 @@ class SqlUnitOfWork:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.holds.forget()
         if self._conn.in_transaction():
             self._conn.rollback()
 
@@ -299,5 +301,6 @@ class SqlUnitOfWork:
             self._db.first(_TENANT_LOCK, {"tenant": tenant})
 
     def commit(self) -> None:
+        self.holds.forget()  # what follows is another transaction's
         self._db.flush()  # the writes put aside (PostgreSQL) go with the transaction
         self._conn.commit()

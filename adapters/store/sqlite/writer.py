@@ -62,6 +62,7 @@ class SavepointUnitOfWork(SqlUnitOfWork):
         self._db.sql(statement)
 
     def __enter__(self) -> SavepointUnitOfWork:
+        self.holds.forget()
         self._sql("SAVEPOINT call")
         self._open = True
         return self
@@ -72,6 +73,7 @@ class SavepointUnitOfWork(SqlUnitOfWork):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        self.holds.forget()
         if self._open:  # what was done since the last commit is undone, as alone
             self._open = False
             self._sql("ROLLBACK TO SAVEPOINT call")
@@ -79,6 +81,7 @@ class SavepointUnitOfWork(SqlUnitOfWork):
 
     def commit(self) -> None:
         # Kept (in the group's transaction), and a new savepoint for what follows.
+        self.holds.forget()
         self._sql("RELEASE SAVEPOINT call")
         self._sql("SAVEPOINT call")
 

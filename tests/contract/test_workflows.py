@@ -1,0 +1,89 @@
+"""Workflows: the retry-storm watch's totals per workflow and its replays by the second."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from slotward.engine.model import WorkflowStats
+from slotward.engine.ports import UnitOfWork
+from tests.contract.conftest import Db
+from tests.contract.values import NOW, at
+
+
+def _get(db: Db, workflow: str = "wf", tenant: str = "acme") -> WorkflowStats | None:
+    return db.look(lambda uow: uow.workflows.get(tenant, workflow))
+
+
+def second(n: int) -> datetime:
+    return NOW + timedelta(seconds=n)
+
+
+def test_replays_add_up_and_keep_the_latest_instant(db: Db) -> None:
+    assert _get(db) is None
+
+    def add(uow: UnitOfWork) -> WorkflowStats | None:
+        uow.workflows.add_replays("acme", "wf", 2, at(2))
+        return uow.workflows.get("acme", "wf")
+
+    assert db.commit(add) == WorkflowStats("acme", "wf", 2, at(2), None, 0)
+    db.commit(lambda uow: uow.workflows.add_replays("acme", "wf", 3, at(1)))  # came late
+    assert _get(db) == WorkflowStats("acme", "wf", 5, at(2), None, 0)
+    assert _get(db, workflow="other") is None
+    assert _get(db, tenant="other") is None
+
+
+def test_storms_count_and_keep_the_last_flag(db: Db) -> None:
+    db.commit(lambda uow: uow.workflows.mark_storm("acme", "wf", at(1)))
+    assert _get(db) == WorkflowStats("acme", "wf", 0, None, at(1), 1)
+    db.commit(lambda uow: uow.workflows.add_replays("acme", "wf", 4, at(2)))
+    db.commit(lambda uow: uow.workflows.mark_storm("acme", "wf", at(3)))
+    assert _get(db) == WorkflowStats("acme", "wf", 4, at(2), at(3), 2)
+
+
+def test_replays_by_the_second_sum_from_the_first_second_asked_for(db: Db) -> None:
+    db.commit(
+        lambda uow: uow.workflows.add_replay_seconds("acme", "wf", {second(0): 1, second(1): 2})
+    )
+    db.commit(
+        lambda uow: uow.workflows.add_replay_seconds("acme", "wf", {second(1): 3, second(2): 4})
+    )
+    db.commit(lambda uow: uow.workflows.add_replay_seconds("acme", "other", {second(1): 50}))
+    db.commit(lambda uow: uow.workflows.add_replay_seconds("zeta", "wf", {second(1): 70}))
+    db.commit(lambda uow: uow.workflows.add_replay_seconds("acme", "wf", {}))
+
+    def since(n: int, tenant: str = "acme", workflow: str = "wf") -> int:
+        return db.look(lambda uow: uow.workflows.replays_since(tenant, workflow, second(n)))
+
+    assert [since(0), since(1), since(2), since(3)] == [10, 9, 4, 0]
+    assert [since(0, workflow="other"), since(0, tenant="zeta"), since(0, "nobody")] == [50, 70, 0]
+
+
+def test_old_seconds_are_forgotten_per_tenant_before_the_one_given(db: Db) -> None:
+    db.commit(
+        lambda uow: uow.workflows.add_replay_seconds("acme", "wf", {second(0): 1, second(1): 2})
+    )
+    db.commit(lambda uow: uow.workflows.add_replay_seconds("zeta", "wf", {second(0): 5}))
+
+    def old(n: int) -> str | None:
+        return db.look(lambda uow: uow.workflows.tenant_with_replays_before(second(n)))
+
+    assert old(0) is None  # nothing strictly before second 0
+    assert old(1) in {"acme", "zeta"}
+    db.commit(lambda uow: uow.workflows.forget_replays_before("acme", second(1)))
+    assert db.look(lambda uow: uow.workflows.replays_since("acme", "wf", second(0))) == 2
+    assert old(1) == "zeta"
+    assert old(2) in {"acme", "zeta"}
+    db.commit(lambda uow: uow.workflows.forget_replays_before("zeta", second(9)))
+    assert db.look(lambda uow: uow.workflows.replays_since("zeta", "wf", second(0))) == 0
+    assert old(2) == "acme"
+
+
+def test_the_watch_written_and_not_committed_is_gone(db: Db) -> None:
+    def watch(uow: UnitOfWork) -> None:
+        uow.workflows.add_replays("acme", "wf", 2, at(2))
+        uow.workflows.mark_storm("acme", "wf", at(2))
+        uow.workflows.add_replay_seconds("acme", "wf", {second(0): 1})
+
+    db.look(watch)
+    assert _get(db) is None
+    assert db.look(lambda uow: uow.workflows.replays_since("acme", "wf", second(0))) == 0

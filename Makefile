@@ -27,11 +27,13 @@ test: lint typecheck
 	$(BIN)/pytest
 
 # The fast lane for iteration: lint, types, the engine's unit tests, the
-# architecture rules, and the store contract suite on the fakes and SQLite
+# architecture rules (imports, the service layer, the tool registry), and the
+# store contract suite on the fakes and SQLite
 # (no server, no PostgreSQL: its contract tests are the ones with the id
 # `postgres`). Under 3 minutes; `make test` runs everything.
 check: lint typecheck
-	$(BIN)/pytest -q tests/unit tests/test_architecture.py tests/contract \
+	$(BIN)/pytest -q tests/unit tests/test_architecture.py tests/test_service_layer.py \
+		tests/test_tool_registry.py tests/contract \
 		-k "not (contract and postgres)"
 
 clean:

@@ -76,7 +76,7 @@ def record(
         key=key,
         fingerprint=fingerprint,
         state="succeeded",
-        status_code=201,
+        created=True,
         body=b'{"id":"hold_1"}',
         created_at=created_at,
         expires_at=expires_at or created_at + timedelta(hours=72),

@@ -33,7 +33,7 @@ test: lint typecheck
 # `postgres`). Under 3 minutes; `make test` runs everything.
 check: lint typecheck
 	$(BIN)/pytest -q tests/unit tests/test_architecture.py tests/test_service_layer.py \
-		tests/test_tool_registry.py tests/contract \
+		tests/test_tool_registry.py tests/test_docs_architecture.py tests/contract \
 		-k "not (contract and postgres)"
 
 clean:

@@ -4,27 +4,35 @@ The HTTP handlers (api/http), the CLI (api/cli) and, later, MCP decode their
 input, call one function here and encode what it returns; the rules between
 a call and the engine live here, not in them: the priority cap, tool dispatch
 and argument aliases, the workflow-or-own-key rule and the long poll (in
-api/ledger.py), key management (api/keys.py); both are re-exported here.
+api/ledger.py), key management (api/keys.py), the audit chain (api/auditing.py); all are
+re-exported here.
 Nothing here imports aiohttp (tests/test_service_layer.py checks).
 Client keys arrive raw (``Idempotency-Key`` as sent) and are checked here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
+from slotward.api.auditing import (
+    audited_tenants,
+    checkpoint_audit,
+    gauges,
+    list_audit,
+    seal_audit,
+    verify_chain,
+    verify_tenant_audit,
+)
 from slotward.api.bootstrap import Services
 from slotward.api.keys import ROLES, NewKey, create_key, issue_key, revoke_key, withdraw_key
 from slotward.api.ledger import acquire_execution, complete_execution, get_execution
 from slotward.engine.errors import Forbidden, ValidationFailed
 from slotward.engine.model import HoldStatus, Principal, Reply, Role
-from slotward.engine.ports import Store, UnitOfWork
+from slotward.engine.ports import UnitOfWork
 from slotward.engine.rules.attendees import AttendeeRef, parse_attendees
-from slotward.engine.rules.audit import AuditKey
-from slotward.engine.rules.checkpoints import Checkpoint
 from slotward.engine.rules.fingerprint import check_client_key, check_step
 from slotward.engine.rules.timenorm import normalize_interval, parse_instant
 from slotward.engine.tools import (
@@ -45,12 +53,15 @@ __all__ = [
     "WRITERS",
     "NewKey",
     "acquire_execution",
+    "audited_tenants",
     "call_tool",
+    "checkpoint_audit",
     "commit",
     "complete_execution",
     "create_hold",
     "create_key",
     "find_slots",
+    "gauges",
     "get_execution",
     "get_hold",
     "issue_key",
@@ -60,6 +71,7 @@ __all__ = [
     "release",
     "require_role",
     "revoke_key",
+    "seal_audit",
     "verify_chain",
     "verify_tenant_audit",
     "withdraw_key",
@@ -324,34 +336,3 @@ async def put_attendee(
             clock=svc.clock,
         )
     )
-
-
-async def list_audit(svc: Services, principal: Principal, after: int, limit: int) -> dict[str, Any]:
-    return await svc.store.read(
-        partial(reads.list_audit, principal=principal, after=after, limit=limit)
-    )
-
-
-async def verify_chain(
-    svc: Services, principal: Principal, checkpoint: str | None
-) -> dict[str, Any]:
-    return await svc.store.read(
-        partial(
-            reads.verify_audit,
-            principal=principal,
-            audit_key=svc.policy.audit_key,
-            checkpoint=checkpoint,
-        )
-    )
-
-
-async def verify_tenant_audit(
-    store: Store, tenant: str, key: AuditKey | None, points: Sequence[Checkpoint]
-) -> dict[str, Any]:
-    """One tenant's chain, recomputed (``slotward audit verify``)."""
-
-    def verified(uow: UnitOfWork) -> dict[str, Any]:
-        with uow:
-            return reads.verify_tenant(uow, tenant, key, points)
-
-    return await store.read(verified)

@@ -47,7 +47,9 @@ def test_the_service_loads_without_aiohttp() -> None:
 
 
 def usecase_imports(source: str) -> list[str]:
-    """The engine.usecases modules ``source`` imports."""
+    """What ``source`` imports to reach the store without the service: an
+    engine.usecases module, or the UnitOfWork a transaction of its own needs
+    (the audit CLI and ``/metrics`` once ran theirs)."""
     names: list[str] = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
@@ -55,7 +57,11 @@ def usecase_imports(source: str) -> list[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.append(node.module)
             names.extend(f"{node.module}.{a.name}" for a in node.names)
-    return [n for n in names if n.startswith("slotward.engine.usecases")]
+    return [
+        n
+        for n in names
+        if n.startswith("slotward.engine.usecases") or n == "slotward.engine.ports.UnitOfWork"
+    ]
 
 
 def test_the_entrypoints_reach_the_use_cases_only_through_the_service() -> None:
@@ -72,6 +78,8 @@ def test_the_import_rule_catches_a_planted_import() -> None:
     assert usecase_imports("from slotward.engine.usecases.reads import get_hold\n")
     assert usecase_imports("from slotward.engine import usecases\n")
     assert usecase_imports("import slotward.engine.usecases.placing\n")
+    assert usecase_imports("from slotward.engine.ports import Store, UnitOfWork\n")
+    assert not usecase_imports("from slotward.engine.ports import Store\n")
     assert not usecase_imports("from slotward.api import service\n")
 
 

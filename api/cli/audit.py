@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from functools import partial
 from pathlib import Path
 from typing import TypeVar
@@ -24,14 +24,9 @@ from slotward.api.bootstrap import open_store
 from slotward.api.config import Config
 from slotward.engine.clock import SystemClock
 from slotward.engine.errors import SlotwardError, ValidationFailed
-from slotward.engine.ports import Store, UnitOfWork
+from slotward.engine.ports import Store
 from slotward.engine.rules.audit import AuditKey
-from slotward.engine.rules.checkpoints import (
-    Checkpoint,
-    read_checkpoint,
-    seal_chain,
-    take_checkpoint,
-)
+from slotward.engine.rules.checkpoints import Checkpoint, read_checkpoint
 
 __all__ = ["add_audit_parser", "run_audit"]
 
@@ -100,14 +95,9 @@ def _read(args: argparse.Namespace, key: AuditKey | None) -> list[Checkpoint]:
 async def _tenants(store: Store, only: str | None, points: list[Checkpoint]) -> list[str]:
     if only is not None:
         return [only]
-    found = await store.read(_stored_tenants)
+    found = await service.audited_tenants(store)
     # A tenant whose rows are all gone still has its checkpoints to fail.
     return sorted(set(found) | {p.tenant for p in points})
-
-
-def _stored_tenants(uow: UnitOfWork) -> list[str]:
-    with uow:
-        return uow.audit.tenants()
 
 
 def _required(key: AuditKey | None, why: str) -> AuditKey:
@@ -123,26 +113,26 @@ async def _seals(store: Store, tenants: list[str], key: AuditKey) -> int:
         doc = {"tenant": tenant, "sealed": seq is not None, "seq": seq}
         return json.dumps(doc, separators=(",", ":"))
 
-    return await _each_tenant(store, tenants, partial(seal_chain, key=key), line)
+    return await _each_tenant(store, tenants, partial(service.seal_audit, key=key), line)
 
 
 async def _checkpoints(store: Store, tenants: list[str], key: AuditKey) -> int:
     return await _each_tenant(
-        store, tenants, partial(take_checkpoint, key=key), lambda _tenant, token: token
+        store, tenants, partial(service.checkpoint_audit, key=key), lambda _tenant, token: token
     )
 
 
 async def _each_tenant(
     store: Store,
     tenants: list[str],
-    act: Callable[..., T],
+    act: Callable[..., Awaitable[T]],
     line: Callable[[str, T], str],
 ) -> int:
-    """Run the write ``act`` for each tenant, printing a line per success; 1 if one failed."""
+    """Run the service ``act`` for each tenant, printing a line per success; 1 if one failed."""
     failed = 0
     for tenant in tenants:
         try:
-            done = await store.write(partial(act, tenant=tenant, clock=SystemClock()))
+            done = await act(store, tenant=tenant, clock=SystemClock())
         except SlotwardError as error:
             print(f"slotward: tenant {tenant}: {error.code}: {error.detail}", file=sys.stderr)
             failed += 1

@@ -7,21 +7,20 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime
 from typing import Any
 
 from aiohttp import web
 from aiohttp.typedefs import Handler
 from prometheus_client import CONTENT_TYPE_LATEST
 
+from slotward.api import service
 from slotward.api.http.auth import PRINCIPAL
 from slotward.api.http.context import SERVICES
 from slotward.api.http.responses import REPLY
 from slotward.api.http.statuses import status_of
 from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError
-from slotward.engine.model import Gauges, Reply
-from slotward.engine.ports import UnitOfWork
+from slotward.engine.model import Reply
 
 __all__ = ["UNMATCHED", "metrics_handler", "observe_middleware"]
 
@@ -94,13 +93,8 @@ async def metrics_handler(request: web.Request) -> web.Response:
     """The Prometheus text format; the gauges are read from the store now."""
     svc = request.app[SERVICES]
     now = svc.clock.now()
-    gauges = await svc.store.read(lambda uow: _gauges(uow, now))
+    gauges = await service.gauges(svc, now)
     svc.metrics.set_gauges(gauges, now)
     return web.Response(
         body=svc.metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST}
     )
-
-
-def _gauges(uow: UnitOfWork, now: datetime) -> Gauges:
-    with uow:
-        return uow.stats.gauges(now)

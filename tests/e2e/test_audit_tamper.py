@@ -20,7 +20,8 @@ import pytest
 from slotward.engine.errors import Conflict
 from slotward.engine.model import AuditEntry
 from slotward.engine.rules.audit import AuditKey, entry_hash, is_keyed
-from slotward.engine.rules.checkpoints import Checkpoint, sign_checkpoint, take_checkpoint
+from slotward.engine.rules.checkpoints import Checkpoint, sign_checkpoint
+from slotward.engine.usecases.audit import take_checkpoint
 from tests.e2e.conftest import HOLD_BODY, Client, Server
 
 AUDIT_KEY = "e2e audit key: 32 bytes at least"

@@ -35,10 +35,9 @@ from slotward.engine.rules.checkpoints import (
     SEAL_ACTION,
     Checkpoint,
     read_checkpoint,
-    seal_chain,
     sign_checkpoint,
-    take_checkpoint,
 )
+from slotward.engine.usecases.audit import seal_chain, take_checkpoint
 from slotward.engine.usecases.reads import verify_audit
 
 T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)

@@ -171,21 +171,21 @@ async def commit(
     svc: Services, principal: Principal, hold_id: str, token: int | None, client_key: str | None
 ) -> Reply:
     action = HoldAction(principal, hold_id, token, _checked(client_key))
-    reply = await svc.store.write(
-        partial(commit_hold, action=action, policy=svc.policy, clock=svc.clock, ids=svc.ids)
-    )
-    await svc.storms.observe(principal.tenant, reply.workflow_id, reply)
-    return reply
+    return await _on_hold(svc, commit_hold, action)
 
 
 async def release(
     svc: Services, principal: Principal, hold_id: str, client_key: str | None
 ) -> Reply:
     action = HoldAction(principal, hold_id, None, _checked(client_key))
+    return await _on_hold(svc, release_hold, action)
+
+
+async def _on_hold(svc: Services, use_case: Callable[..., Reply], action: HoldAction) -> Reply:
     reply = await svc.store.write(
-        partial(release_hold, action=action, policy=svc.policy, clock=svc.clock, ids=svc.ids)
+        partial(use_case, action=action, policy=svc.policy, clock=svc.clock, ids=svc.ids)
     )
-    await svc.storms.observe(principal.tenant, reply.workflow_id, reply)
+    await svc.storms.observe(action.principal.tenant, reply.workflow_id, reply)
     return reply
 
 

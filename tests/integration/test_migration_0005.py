@@ -9,7 +9,6 @@ which migrates it, and agents spell the old addresses every which way.
 from __future__ import annotations
 
 import hashlib
-import itertools
 import unicodedata
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -19,8 +18,7 @@ import aiohttp
 import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, text
-from sqlalchemy.pool import NullPool
+from sqlalchemy import Engine, text
 
 from slotward.adapters.store import migrate
 from slotward.api.bootstrap import bootstrap, open_store
@@ -29,9 +27,7 @@ from slotward.api.http.app import build_app
 from slotward.engine.clock import FixedClock
 from slotward.engine.rules.fingerprint import canonical_json
 from tests.e2e.conftest import START, Server, serving
-from tests.pgserver import PgServer
-
-_NAMES = itertools.count(1)
+from tests.integration.databases import empty_database
 
 
 def nfd(value: str) -> str:
@@ -84,13 +80,7 @@ def old_rows() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
 @pytest.fixture(params=["sqlite", "postgres"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Engine]]:
     """A fresh database at revision 0004 holding the old rows."""
-    if request.param == "sqlite":
-        url, sync_url = f"sqlite+aiosqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/old.db"
-    else:
-        pg: PgServer = request.getfixturevalue("postgres")
-        url = pg.create_database(f"migration{next(_NAMES)}")
-        sync_url = url.replace("+asyncpg", "+psycopg")
-    engine = create_engine(sync_url, poolclass=NullPool)
+    url, engine = empty_database(request, tmp_path, request.param, "migration5")
     with engine.begin() as conn:
         migrate.upgrade(conn, "0004")
         attendees, emails = old_rows()

@@ -10,7 +10,6 @@ migrates it, and every duplicate gets the first answer, status and bytes.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,8 +19,7 @@ import aiohttp
 import pytest
 from alembic import command
 from alembic.config import Config as AlembicConfig
-from sqlalchemy import Engine, create_engine, inspect, text
-from sqlalchemy.pool import NullPool
+from sqlalchemy import Engine, inspect, text
 
 from slotward.adapters.store import migrate
 from slotward.adapters.store import tables as t
@@ -30,9 +28,7 @@ from slotward.api.config import Config
 from slotward.api.http.app import build_app
 from slotward.engine.clock import FixedClock
 from tests.e2e.conftest import HOLD_BODY, START, Answer, Client, Server, serving
-from tests.pgserver import PgServer
-
-_NAMES = itertools.count(1)
+from tests.integration.databases import empty_database
 
 EXECUTION = {"workflow_id": "wf-mail", "tool": "send_email", "arguments": {"to": "ana@x.org"}}
 # What the code before 0006 stored under each client key.
@@ -41,13 +37,7 @@ OLD_STATUS = {"create": 201, "commit": 200, "mail-done": 200, "mail-running": 0}
 
 @pytest.fixture(params=["sqlite", "postgres"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Engine]]:
-    if request.param == "sqlite":
-        url, sync_url = f"sqlite+aiosqlite:///{tmp_path}/old.db", f"sqlite:///{tmp_path}/old.db"
-    else:
-        pg: PgServer = request.getfixturevalue("postgres")
-        url = pg.create_database(f"migration6_{next(_NAMES)}")
-        sync_url = url.replace("+asyncpg", "+psycopg")
-    engine = create_engine(sync_url, poolclass=NullPool)
+    url, engine = empty_database(request, tmp_path, request.param, "migration6")
     yield url, engine
     engine.dispose()
 

@@ -12,6 +12,8 @@ import contextlib
 import io
 import json
 import logging
+import shutil
+import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -192,11 +194,31 @@ def store_wrapper() -> Callable[[Store], Store] | None:
     return None
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One SQLite file migrated by the real store for the run, as one file (no WAL
+    beside it): each scenario gets a copy. Migrating every file anew was most of
+    a scenario's setup; the migrations have their own tests (tests/integration)."""
+    folder = tmp_path_factory.mktemp("sqlite-template")
+    migrated = folder / "migrated.db"
+
+    async def migrate() -> None:
+        store = await open_store(Config(db_url=f"sqlite+aiosqlite:///{migrated}"))
+        await store.close()
+
+    asyncio.run(migrate())
+    template = folder / "template.db"
+    with contextlib.closing(sqlite3.connect(migrated)) as conn:
+        conn.execute("VACUUM INTO ?", (str(template),))
+    return template
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Engine]]:
     """Every scenario runs on a fresh SQLite file and on a fresh PostgreSQL database."""
     if request.param == "sqlite":
         path = tmp_path / "slotward.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
         url, sync_url = f"sqlite+aiosqlite:///{path}", f"sqlite:///{path}"
     else:
         # One migrated database for the run, emptied before each test: creating
@@ -204,7 +226,14 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[s
         pg: PgServer = request.getfixturevalue("postgres")
         url = pg.url(SHARED)
         sync_url = url.replace("+asyncpg", "+psycopg")
-    engine = create_engine(sync_url, poolclass=NullPool)
+    # The tests read the store often (snapshots, counts); on PostgreSQL a new
+    # connection per read cost more than most tests, so one is kept (idle between
+    # reads, in no transaction: it holds no lock the server could wait on).
+    engine = (
+        create_engine(sync_url, poolclass=NullPool)
+        if request.param == "sqlite"
+        else create_engine(sync_url, pool_size=1, max_overflow=4, pool_pre_ping=True)
+    )
     if request.param == "postgres":
         tables = [t for t in inspect(engine).get_table_names() if t != "alembic_version"]
         with engine.begin() as conn:

@@ -10,7 +10,7 @@ before. The downgrade puts the numbers back (0 for a record still executing).
 
 Revision ID: 0006
 Revises: 0005
-Create Date: 2026-12-02
+Create Date: 2026-12-01
 """
 
 from __future__ import annotations

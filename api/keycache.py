@@ -164,8 +164,10 @@ class KeyCache:
     def _remember(self, digest: str, read_at: datetime, found: Principal | None) -> None:
         remembered, size = (self._answers, _ANSWERS) if found else (self._refusals, _REFUSALS)
         held = remembered.get(digest)
-        if held is not None and held[0] > read_at:
-            return  # a newer answer is already here
+        # A newer answer is already here; one read "in the future" (before the
+        # clock was set back) is not newer, and keeping it would defeat the cache.
+        if held is not None and read_at < held[0] <= self._clock.now():
+            return
         (self._refusals if found else self._answers).pop(digest, None)  # the other is stale
         remembered[digest] = (read_at, read_at + self._ttl, found)
         remembered.move_to_end(digest)

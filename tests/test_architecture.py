@@ -343,3 +343,6 @@ def test_the_audit_key_rule_catches_a_call_without_it() -> None:
     assert rules.calls_without_audit_key("sweep(work, t, ids, 10)", keyed) == ["sweep (line 1)"]
     assert rules.calls_without_audit_key("svc.sweep(work, t)", keyed) == ["sweep (line 1)"]
     assert rules.calls_without_audit_key("sweep(work, t, ids, audit_key=k)", keyed) == []
+    # Handed to the store as a partial, it is still a call of the use case.
+    assert rules.calls_without_audit_key("read(partial(m.sweep, t=t))", keyed) == ["sweep (line 1)"]
+    assert rules.calls_without_audit_key("read(partial(sweep, audit_key=k))", keyed) == []

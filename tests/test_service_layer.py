@@ -74,6 +74,35 @@ def test_the_entrypoints_reach_the_use_cases_only_through_the_service() -> None:
     assert not found, f"import the use cases through api/service.py: {found}"
 
 
+def store_calls(source: str) -> list[int]:
+    """Lines of ``source`` that call a store's ``read`` or ``write`` themselves
+    (``svc.store.write(...)``, ``store.read(...)``): a transaction of their own."""
+    return [
+        node.lineno
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"read", "write", "run_write_sync"}
+        and getattr(node.func.value, "attr", getattr(node.func.value, "id", None)) == "store"
+    ]
+
+
+def test_the_entrypoints_open_no_transaction_of_their_own() -> None:
+    entrypoints = [*(ROOT / "api" / "http").glob("*.py"), *(ROOT / "api" / "cli").glob("*.py")]
+    found = {
+        str(p.relative_to(ROOT)): lines
+        for p in sorted(entrypoints)
+        if (lines := store_calls(p.read_text()))
+    }
+    assert not found, f"reach the store through api/service.py: {found}"
+
+
+def test_the_store_rule_catches_a_planted_call() -> None:
+    assert store_calls("await svc.store.write(lambda uow: uow.holds.save(h))\n") == [1]
+    assert store_calls("x = 1\nawait store.read(look)\n") == [2]
+    assert store_calls("await service.gauges(svc, now)\nawait request.read()\n") == []
+
+
 def test_the_import_rule_catches_a_planted_import() -> None:
     assert usecase_imports("from slotward.engine.usecases.reads import get_hold\n")
     assert usecase_imports("from slotward.engine import usecases\n")

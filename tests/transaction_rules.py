@@ -214,7 +214,14 @@ def calls_without_audit_key(source: str, keyed: frozenset[str]) -> list[str]:
     missing = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Call):
-            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            func = node.func
+            if _name_of(func) == "partial" and node.args:  # partial(f, ...) calls f later
+                func = node.args[0]
+            name = _name_of(func)
             if name in keyed and "audit_key" not in {k.arg for k in node.keywords}:
                 missing.append(f"{name} (line {node.lineno})")
     return missing
+
+
+def _name_of(func: ast.expr) -> str | None:
+    return getattr(func, "id", getattr(func, "attr", None))

@@ -165,6 +165,20 @@ async def test_a_clock_set_back_expires_answers_rather_than_stretching_them(
     assert await cache.principal(secret) is None
 
 
+async def test_after_the_clock_is_set_back_answers_are_remembered_again(
+    store: SqliteStore, clock: FixedClock
+) -> None:
+    """The answer read before the step back starts in the future; the fresh read
+    replaces it instead of being refused as older (every call would read)."""
+    cache, hasher = _cache(store, clock, ttl=60.0)
+    _, secret = await _key(store, clock)
+    assert await cache.principal(secret) == WHO
+    clock.set(clock.now() - timedelta(minutes=1))
+    for _ in range(5):
+        assert await cache.principal(secret) == WHO
+    assert len(hasher.checks) == 2  # one read before the step, one after
+
+
 class SlowReads:
     """The real store; reads wait at a gate when it is closed."""
 

@@ -8,7 +8,11 @@ from datetime import datetime
 from typing import Any, Literal
 
 __all__ = [
+    "Attempt",
     "AuditEntry",
+    "Claim",
+    "Delivery",
+    "DeliveryState",
     "ExecutionState",
     "Gauges",
     "Hold",
@@ -18,12 +22,21 @@ __all__ = [
     "Principal",
     "Reply",
     "Role",
+    "SealedSecret",
+    "Subscription",
+    "SubscriptionStatus",
     "WorkflowStats",
 ]
 
 ExecutionState = Literal["executing", "succeeded", "failed_terminal"]
 
 Role = Literal["agent", "reviewer", "admin"]
+
+# An outbox event and each of its deliveries: pending until it reached every
+# subscription it was fanned out to (delivered) or one of them gave up (dead).
+DeliveryState = Literal["pending", "delivered", "dead"]
+
+SubscriptionStatus = Literal["active", "disabled"]
 
 
 class HoldStatus(enum.StrEnum):
@@ -66,6 +79,9 @@ class Hold:
     audit_seq: int
     committed_at: datetime | None = None
     preempted_by: str | None = None
+    # How many outbox events the hold has emitted: its last event's per-hold
+    # sequence number (1 for hold.created). Each transition bumps it.
+    event_seq: int = 0
 
     def status_at(self, now: datetime) -> HoldStatus:
         """The status a reader sees: a held hold past its expiry is expired, swept or not."""
@@ -123,12 +139,103 @@ class AuditEntry:
 
 @dataclass(frozen=True)
 class OutboxEvent:
+    """One event to deliver; written in the transaction of the change it announces.
+
+    ``seq`` is the event's place among its hold's events (1, 2, ...; None for
+    an event of no hold). ``fanned``: the relay has made its deliveries (one
+    per matching active subscription). ``settled_at``: when it became
+    delivered or dead.
+    """
+
     id: str
     tenant: str
     type: str
     created_at: datetime
     payload: dict[str, Any] = field(default_factory=dict)
     hold_id: str | None = None
+    seq: int | None = None
+    state: DeliveryState = "pending"
+    fanned: bool = False
+    settled_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class SealedSecret:
+    """A webhook signing secret as stored: sealed by the server's secret box.
+
+    ``until`` is None for the current secret; a rotated-out one keeps signing
+    beside it until then.
+    """
+
+    sealed: str
+    until: datetime | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Subscription:
+    """A webhook subscription: where a tenant's events of ``topics`` are sent."""
+
+    id: str
+    tenant: str
+    url: str
+    topics: tuple[str, ...]
+    description: str | None
+    status: SubscriptionStatus
+    secrets: tuple[SealedSecret, ...]  # the current one first
+    created_at: datetime
+    updated_at: datetime
+    disabled_reason: str | None = None
+    last_attempt_at: datetime | None = None
+    last_status: int | None = None  # the last attempt's HTTP status; None: no answer
+    last_delivery_at: datetime | None = None  # the last success
+    consecutive_failures: int = 0
+    failing_since: datetime | None = None  # the first failure since the last success
+
+
+@dataclass(frozen=True, kw_only=True)
+class Delivery:
+    """One event on its way to one subscription.
+
+    ``attempts`` counts the tries of this drive (a re-drive starts the
+    schedule again); the attempt log keeps every try. A claim
+    (``claim_owner`` until ``claim_until``) is a relay's lease on it.
+    """
+
+    id: str
+    event_id: str
+    subscription_id: str
+    tenant: str
+    hold_id: str | None
+    seq: int | None
+    state: DeliveryState
+    attempts: int
+    next_attempt_at: datetime
+    created_at: datetime  # the event's creation: the lag is measured from it
+    claim_owner: str | None = None
+    claim_until: datetime | None = None
+    delivered_at: datetime | None = None
+    last_status: int | None = None
+    last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One try of a delivery: when, the HTTP status (None: no answer), the error."""
+
+    delivery_id: str
+    n: int  # 1, 2, ... over every drive
+    at: datetime
+    status: int | None
+    error: str | None
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A delivery a relay claimed, with what it needs to send it."""
+
+    delivery: Delivery
+    event: OutboxEvent
+    subscription: Subscription
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -178,6 +285,11 @@ class Gauges:
     """Whole-store figures for the operator's dashboard: no tenant data."""
 
     holds_by_status: dict[str, int]
-    outbox_backlog: int
+    outbox_backlog: int  # events pending (not yet delivered everywhere, not dead)
     oldest_overdue: datetime | None  # the expiry of the oldest held hold not yet swept
     executing: int
+    oldest_pending_event: datetime | None = None  # the outbox lag is measured from it
+    dead_events: int = 0
+    # Subscription id -> consecutive failures, for the subscriptions failing now
+    # (opaque ids, no tenant name or URL).
+    failing_subscriptions: dict[str, int] = field(default_factory=dict)

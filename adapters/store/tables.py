@@ -27,12 +27,16 @@ __all__ = [
     "attendees",
     "audit_heads",
     "audit_log",
+    "deliveries",
+    "delivery_attempts",
     "hold_attendees",
     "holds",
+    "leases",
     "ledger",
     "legacy_attendee_emails",
     "metadata",
     "outbox",
+    "webhooks",
     "workflow_replays",
     "workflow_stats",
 ]
@@ -105,6 +109,8 @@ holds = Table(
     Column("committed_us", BigInteger, nullable=True),
     Column("preempted_by", String(64), nullable=True),
     Column("audit_seq", BigInteger, nullable=False),
+    # The hold's events so far: the per-hold sequence of its last (migration 0007).
+    Column("event_seq", Integer, nullable=False, server_default="0"),
     Index("ix_holds_tenant_workflow_intent_id", "tenant", "workflow_id", "intent_fp", "id"),
     Index("ix_holds_status_expires", "status", "expires_us"),
     Index("ix_holds_tenant_id", "tenant", "id"),
@@ -198,6 +204,8 @@ audit_heads = Table(
     Column("hash", String(64), nullable=False),
 )
 
+# Migration 0007 gave the outbox its per-hold sequence and fan-out, and the
+# deliveries below took over its attempts and schedule.
 outbox = Table(
     "outbox",
     metadata,
@@ -206,9 +214,77 @@ outbox = Table(
     Column("type", String(64), nullable=False),
     Column("hold_id", String(64), nullable=True),
     Column("payload", Text, nullable=False),
-    Column("state", String(16), nullable=False),
-    Column("attempts", Integer, nullable=False),
+    Column("state", String(16), nullable=False),  # pending, delivered, dead
     Column("created_us", BigInteger, nullable=False),
+    Column("seq", Integer, nullable=True),  # the event's place among its hold's
+    Column("fanned", Boolean, nullable=False, server_default="0"),
+    Column("settled_us", BigInteger, nullable=True),
+    Index("ix_outbox_fanned_created", "fanned", "created_us"),
+    Index("ix_outbox_hold_seq", "hold_id", "seq"),
+    Index("ix_outbox_state_created", "state", "created_us"),
+    Index("ix_outbox_tenant_id", "tenant", "id"),
+)
+
+webhooks = Table(
+    "webhooks",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("tenant", String(128), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("topics", Text, nullable=False),  # JSON list
+    Column("description", Text, nullable=True),
+    Column("status", String(16), nullable=False),  # active, disabled
+    Column("disabled_reason", Text, nullable=True),
+    Column("secrets", Text, nullable=False),  # JSON list of {"sealed", "until_us"}
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("last_attempt_us", BigInteger, nullable=True),
+    Column("last_status", Integer, nullable=True),
+    Column("last_delivery_us", BigInteger, nullable=True),
+    Column("consecutive_failures", Integer, nullable=False),
+    Column("failing_since_us", BigInteger, nullable=True),
+    Index("ix_webhooks_tenant_id", "tenant", "id"),
+    Index("ix_webhooks_status_tenant", "status", "tenant"),
+)
+
+deliveries = Table(
+    "deliveries",
+    metadata,
+    Column("id", String(64), primary_key=True),
+    Column("event_id", String(64), nullable=False),
+    Column("subscription_id", String(64), nullable=False),
+    Column("tenant", String(128), nullable=False),
+    Column("hold_id", String(64), nullable=True),
+    Column("seq", Integer, nullable=True),
+    Column("state", String(16), nullable=False),  # pending, delivered, dead
+    Column("attempts", Integer, nullable=False),
     Column("next_attempt_us", BigInteger, nullable=False),
-    Index("ix_outbox_state_next", "state", "next_attempt_us"),
+    Column("created_us", BigInteger, nullable=False),
+    Column("claim_owner", String(64), nullable=True),
+    Column("claim_until_us", BigInteger, nullable=True),
+    Column("delivered_us", BigInteger, nullable=True),
+    Column("last_status", Integer, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("ux_deliveries_event_subscription", "event_id", "subscription_id", unique=True),
+    Index("ix_deliveries_state_next", "state", "next_attempt_us"),
+    Index("ix_deliveries_subscription_hold_seq", "subscription_id", "hold_id", "seq"),
+)
+
+delivery_attempts = Table(
+    "delivery_attempts",
+    metadata,
+    Column("delivery_id", String(64), primary_key=True),
+    Column("n", Integer, primary_key=True, autoincrement=False),
+    Column("at_us", BigInteger, nullable=False),
+    Column("status", Integer, nullable=True),
+    Column("error", Text, nullable=True),
+)
+
+# Named leases held by one process at a time (the relay on SQLite).
+leases = Table(
+    "leases",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("owner", String(64), nullable=False),
+    Column("until_us", BigInteger, nullable=False),
 )

@@ -1,6 +1,7 @@
 """The hold state machine: ``apply(hold, event, now) -> (hold, events)``.
 
-Every transition but held -> expired bumps the fencing token, so the owner's
+Every transition bumps the hold's event sequence (each is announced by one
+outbox event). Every transition but held -> expired bumps the fencing token, so the owner's
 token still allows a late commit of an expired hold (whose slot the use case
 re-checks in the same transaction).
 """
@@ -104,4 +105,5 @@ def _moved(hold: Hold, target: HoldStatus, event: Event, now: datetime) -> Hold:
         updated_at=now,
         committed_at=now if target is HoldStatus.COMMITTED else hold.committed_at,
         preempted_by=event.by if isinstance(event, Preemption) else hold.preempted_by,
+        event_seq=hold.event_seq + 1,  # every change is announced by one event
     )

@@ -52,6 +52,14 @@ def emit(
     now: datetime,
     extra: dict[str, object] | None = None,
 ) -> None:
-    """Queue ``event_type`` for delivery, in the same transaction as the change."""
+    """Queue ``event_type`` for delivery, in the same transaction as the change.
+
+    ``hold`` is the hold after the change: its ``event_seq`` is this event's
+    place in the hold's sequence.
+    """
     payload = {"hold": hold_document(hold, now), **(extra or {})}
-    uow.outbox.add(OutboxEvent(ids.new_id("evt"), hold.tenant, event_type, now, payload, hold.id))
+    uow.outbox.add(
+        OutboxEvent(
+            ids.new_id("evt"), hold.tenant, event_type, now, payload, hold.id, seq=hold.event_seq
+        )
+    )

@@ -256,6 +256,7 @@ def _new_hold(req: HoldRequest, prep: _Prepared, hold_id: str, seq: int, now: da
         created_at=now,
         updated_at=now,
         audit_seq=seq,
+        event_seq=1,  # hold.created
     )
 
 

@@ -13,6 +13,7 @@ from slotward.adapters.store.waits import Waits
 from slotward.api.keyhash import KeyHasher
 from slotward.engine.errors import ConfigError
 from slotward.engine.rules.audit import AuditKey
+from slotward.engine.rules.delivery import DEFAULT_SCHEDULE, RelaySettings
 from slotward.engine.rules.policy import Policy
 
 __all__ = ["DEFAULT_DB", "Config"]
@@ -55,6 +56,16 @@ class Config:
     max_connections: int = 1024
     # The audit chain is an HMAC chain under this key when set (docs/security.md).
     audit_key: str | None = field(default=None, repr=False)  # a secret: never printed
+    # Webhook signing secrets (and, later, provider credentials) are sealed
+    # under this key at rest (docs/security.md); without it none are taken.
+    secret_key: str | None = field(default=None, repr=False)  # a secret: never printed
+    # Outbound URLs (webhooks) on loopback or private networks are refused
+    # unless this is set; link-local, multicast and unspecified ones always are.
+    allow_private_urls: bool = False
+    relay_schedule: tuple[float, ...] = DEFAULT_SCHEDULE
+    relay_timeout_seconds: float = 15.0
+    relay_interval_seconds: float = 0.2
+    webhook_disable_after_hours: float = 120.0
     # Set by `serve --workers N` for its worker processes, never from the
     # environment: the directory where they pool their metrics.
     metrics_dir: str | None = None
@@ -92,6 +103,16 @@ class Config:
             keepalive_seconds=_float(env, "SLOTWARD_KEEPALIVE_TIMEOUT", base.keepalive_seconds),
             max_connections=_int(env, "SLOTWARD_MAX_CONNECTIONS", base.max_connections),
             audit_key=env.get("SLOTWARD_AUDIT_KEY") or None,
+            secret_key=env.get("SLOTWARD_SECRET_KEY") or None,
+            allow_private_urls=_bool(env, "SLOTWARD_ALLOW_PRIVATE_URLS", base.allow_private_urls),
+            relay_schedule=_schedule(env, base.relay_schedule),
+            relay_timeout_seconds=_float(env, "SLOTWARD_RELAY_TIMEOUT", base.relay_timeout_seconds),
+            relay_interval_seconds=_float(
+                env, "SLOTWARD_RELAY_INTERVAL", base.relay_interval_seconds
+            ),
+            webhook_disable_after_hours=_float(
+                env, "SLOTWARD_WEBHOOK_DISABLE_AFTER_HOURS", base.webhook_disable_after_hours
+            ),
         )
 
     def check_logging(self) -> None:
@@ -111,6 +132,21 @@ class Config:
 
     def key_hasher(self) -> KeyHasher:
         return KeyHasher(None if self.key_pepper is None else self.key_pepper.encode())
+
+    def relay(self) -> RelaySettings:
+        """How the outbox relay delivers (api/workers/relay.py)."""
+        if not 1 <= len(self.relay_schedule) <= 50:
+            raise ConfigError("SLOTWARD_RELAY_SCHEDULE must list 1 to 50 delays")
+        if not 0.5 <= self.relay_timeout_seconds <= 120:
+            raise ConfigError("SLOTWARD_RELAY_TIMEOUT must be 0.5 to 120 seconds")
+        if not 0.01 <= self.relay_interval_seconds <= 60:
+            raise ConfigError("SLOTWARD_RELAY_INTERVAL must be 0.01 to 60 seconds")
+        return RelaySettings(
+            schedule=self.relay_schedule,
+            timeout=self.relay_timeout_seconds,
+            disable_after=timedelta(hours=self.webhook_disable_after_hours),
+            interval=self.relay_interval_seconds,
+        )
 
     def policy(self) -> Policy:
         self.check_logging()  # every way in refuses a bad setting, not only `serve`
@@ -140,6 +176,8 @@ class Config:
             raise ConfigError("the connection cap must be 1 to 1000000")
         if self.audit_key is not None and len(self.audit_key.encode()) < 16:
             raise ConfigError("SLOTWARD_AUDIT_KEY must be at least 16 bytes")
+        if self.secret_key is not None and len(self.secret_key.encode()) < 16:
+            raise ConfigError("SLOTWARD_SECRET_KEY must be at least 16 bytes")
         if self.storm_replays < 1:
             raise ConfigError("the retry-storm threshold must be at least 1")
         return Policy(
@@ -174,6 +212,25 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
             f"{name} must be a positive number of seconds below {_MAX_SECONDS:g}, got {raw!r}"
         )
     return value
+
+
+def _schedule(env: Mapping[str, str], default: tuple[float, ...]) -> tuple[float, ...]:
+    raw = env.get("SLOTWARD_RELAY_SCHEDULE")
+    if raw is None:
+        return default
+    delays: list[float] = []
+    for part in raw.split(","):
+        try:
+            delay = float(part.strip())
+        except ValueError:
+            delay = -1.0
+        if not 0 <= delay < _MAX_SECONDS:  # also refuses nan and inf
+            raise ConfigError(
+                "SLOTWARD_RELAY_SCHEDULE must be comma-separated seconds >= 0 "
+                f"(the first is the wait before the first attempt), got {raw!r}"
+            )
+        delays.append(delay)
+    return tuple(delays)
 
 
 def _rate(env: Mapping[str, str]) -> float:

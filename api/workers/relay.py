@@ -120,18 +120,14 @@ class Relay:
         if not await self._lease():
             return False
         room = MAX_IN_FLIGHT - len(self._flights)
-        claims: list[Claim] = []
-        if room > 0:
-            svc = self._svc
-            limit = min(room, self._settings.batch)
-            claims = await svc.store.write(
-                lambda uow: claim_work(
-                    uow, svc.clock, svc.ids, self.owner, limit, self._settings.lease
-                )
-            )
-            for claim in claims:
-                self._launch(claim)
-        return bool(self._done) or (room > 0 and len(claims) == min(room, self._settings.batch))
+        svc = self._svc
+        limit = max(0, min(room, self._settings.batch))
+        work = await svc.store.write(
+            lambda uow: claim_work(uow, svc.clock, svc.ids, self.owner, limit, self._settings.lease)
+        )
+        for claim in work.claims:
+            self._launch(claim)
+        return bool(self._done) or work.more or (limit > 0 and len(work.claims) == limit)
 
     async def _pause(self) -> None:
         """Until a send finishes or the interval passes."""

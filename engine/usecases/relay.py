@@ -26,6 +26,7 @@ __all__ = [
     "RELAY_LEASE",
     "Recorded",
     "Result",
+    "Work",
     "claim_work",
     "drop_relay_lease",
     "purge_delivered",
@@ -35,6 +36,20 @@ __all__ = [
 
 RELAY_ACTOR = "relay"  # the audit actor of what the relay decides (disabling a subscription)
 RELAY_LEASE = "relay"  # the lease one process at a time holds on SQLite
+FAN_OUT_BATCH = 500  # events fanned out per transaction
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one :func:`claim_work` found: the claims, and how many events it fanned out."""
+
+    claims: list[Claim]
+    fanned: int
+
+    @property
+    def more(self) -> bool:
+        """Whether the fan-out filled its batch: more events may be waiting."""
+        return self.fanned >= FAN_OUT_BATCH
 
 
 @dataclass(frozen=True)
@@ -90,23 +105,23 @@ def claim_work(
     owner: str,
     limit: int,
     lease: timedelta,
-) -> list[Claim]:
+) -> Work:
     """Fan new events out to their subscriptions, then claim up to ``limit`` due deliveries.
 
     One transaction: a fanned-out event's first delivery is claimable at once.
     """
     with uow:
         now = clock.now()
-        _fan_out(uow, ids, now, limit)
+        fanned = _fan_out(uow, ids, now)
         claims = uow.deliveries.claim(owner, now, now + lease, limit) if limit > 0 else []
         uow.commit()
-        return claims
+        return Work(claims, fanned)
 
 
-def _fan_out(uow: UnitOfWork, ids: IdGenerator, now: datetime, limit: int) -> None:
-    events = uow.outbox.unfanned(max(limit, 100))
+def _fan_out(uow: UnitOfWork, ids: IdGenerator, now: datetime) -> int:
+    events = uow.outbox.unfanned(FAN_OUT_BATCH)
     if not events:
-        return
+        return 0
     by_tenant: dict[str, list[Subscription]] = {}
     for sub in uow.webhooks.active({e.tenant for e in events}):
         by_tenant.setdefault(sub.tenant, []).append(sub)
@@ -121,6 +136,7 @@ def _fan_out(uow: UnitOfWork, ids: IdGenerator, now: datetime, limit: int) -> No
     fanned = [e.id for e in events]
     uow.outbox.mark_fanned(fanned)
     uow.outbox.settle(fanned, now)  # an event no subscription wants is delivered now
+    return len(events)
 
 
 def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, now: datetime) -> Delivery:

@@ -184,7 +184,9 @@ def record_results(
             if delivery is None:  # its subscription was deleted meanwhile
                 continue
             uow.deliveries.add_attempt(delivery.id, result.at, result.status, result.error)
-            if delivery.state != "pending":  # settled meanwhile (a disabling, another relay)
+            # Settled meanwhile (another relay after our lease ran out, a
+            # disabling): only a success still changes it, as the receiver has it.
+            if delivery.state == "delivered" or (delivery.state == "dead" and not result.ok):
                 continue
             touched.add(delivery.event_id)
             sub = uow.webhooks.get(delivery.tenant, delivery.subscription_id)
@@ -225,6 +227,8 @@ def _moved(
     )
     if result.ok:
         return replace(base, state="delivered", delivered_at=now, last_error=None)
+    if d.state == "dead":  # not ours to retry (a disabling killed it)
+        return base
     if result.gone:
         return replace(base, state="dead", last_error=result.error or "410 Gone")
     retry = next_attempt(settings, tried, now, result.retry_after, rand)

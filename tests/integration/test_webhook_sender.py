@@ -245,7 +245,9 @@ async def test_an_invalid_url_is_an_outcome_not_an_exception(sender: WebhookSend
 
 
 @pytest.mark.parametrize(
-    "host", ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]"], ids=["ip", "name", "mapped"]
+    "host",
+    ["127.0.0.1", "localhost", "[::ffff:127.0.0.1]", "１２７.０.０.１"],
+    ids=["ip", "name", "mapped", "fullwidth"],
 )
 async def test_loopback_is_refused_with_the_setting_off_and_never_hit(
     receiver: Receiver, host: str

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -157,7 +158,7 @@ class Relay:
     def _launch(self, claim: Claim) -> None:
         task = asyncio.create_task(self._send(claim))
         self._flights[claim.delivery.id] = _Flight(claim, task)
-        task.add_done_callback(lambda t, key=claim.delivery.id: self._landed(key, t))
+        task.add_done_callback(functools.partial(self._landed, claim.delivery.id))
 
     def _landed(self, key: str, task: asyncio.Task[Result]) -> None:
         self._flights.pop(key, None)

@@ -99,6 +99,16 @@ class Relay:
         until = self._lease_until
         return until is not None and until > self._svc.clock.now()
 
+    @property
+    def busy(self) -> bool:
+        """Sends in flight, or outcomes not yet recorded."""
+        return bool(self._flights or self._done)
+
+    async def settle(self) -> None:
+        """Wait for the sends in flight (each bounded by the timeout)."""
+        if self._flights:
+            await asyncio.wait([f.task for f in self._flights.values()])
+
     async def run_forever(self) -> None:
         try:
             while True:

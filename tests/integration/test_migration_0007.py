@@ -67,8 +67,8 @@ def _old_rows(db: Engine) -> None:
         " :at)"
     )
     with db.begin() as conn:
-        for hold_id in ("hold_a", "hold_b", "hold_c"):
-            conn.execute(text(hold), {"id": hold_id})
+        for name in ("hold_a", "hold_b", "hold_c"):
+            conn.execute(text(hold), {"id": name})
         for event_id, hold_id, created_us in EVENTS:
             conn.execute(text(event), {"id": event_id, "hold": hold_id, "at": created_us})
 

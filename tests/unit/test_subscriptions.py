@@ -73,9 +73,7 @@ class World:
             uow.commit()
         return event_id
 
-    def deliver(
-        self, event_id: str, sub_id: str, state: DeliveryState, tries: int = 1
-    ) -> str:
+    def deliver(self, event_id: str, sub_id: str, state: DeliveryState, tries: int = 1) -> str:
         """A delivery of ``event_id`` to ``sub_id`` in ``state`` after ``tries`` attempts."""
         uow = self.uow()
         with uow:
@@ -165,13 +163,11 @@ def test_a_rotation_makes_the_new_secret_current_and_the_old_one_sign_for_the_ov
 ) -> None:
     sub_id = world.subscribe()["id"]
     old = world.stored(sub_id).secrets[0]
-    world.clock.advance(timedelta(minutes=5))
+    world.clock.advance(300)
     doc = uc.rotate_secret(world.uow(), ADMIN, sub_id, SealedSecret("new-1"),
                            timedelta(hours=24), world.policy, world.clock)  # fmt: skip
     until = world.clock.now() + timedelta(hours=24)
-    assert world.stored(sub_id).secrets == (
-        SealedSecret("new-1"), SealedSecret(old.sealed, until)
-    )
+    assert world.stored(sub_id).secrets == (SealedSecret("new-1"), SealedSecret(old.sealed, until))
     assert doc["secrets"] == [
         {"current": True, "until": None},
         {"current": False, "until": "2030-10-02T09:05:00Z"},
@@ -189,19 +185,21 @@ def test_secrets_past_their_overlap_are_dropped_at_the_next_rotation(world: Worl
                          timedelta(hours=hours), world.policy, world.clock)  # fmt: skip
 
     rotate("second", 1)
-    world.clock.advance(timedelta(minutes=30))
+    world.clock.advance(1800)
     rotate("third", 2)  # the first still signs for 30 minutes
     assert [s.sealed for s in world.stored(sub_id).secrets][:2] == ["third", "second"]
     assert len(world.stored(sub_id).secrets) == 3
-    world.clock.advance(timedelta(hours=1))
+    world.clock.advance(3600)
     rotate("fourth", 0)  # the first is past; with no overlap, so is "third"
     assert [s.sealed for s in world.stored(sub_id).secrets] == ["fourth", "second"]
 
 
 def test_rotated_keeps_only_what_still_signs() -> None:
     now = T0
-    current, live, past = SealedSecret("c"), SealedSecret("l", now + timedelta(hours=1)), (
-        SealedSecret("p", now)
+    current, live, past = (
+        SealedSecret("c"),
+        SealedSecret("l", now + timedelta(hours=1)),
+        (SealedSecret("p", now)),
     )
     assert uc.rotated((current, live, past), SealedSecret("n", now), now, timedelta(hours=2)) == (
         SealedSecret("n"), SealedSecret("c", now + timedelta(hours=2)), live,
@@ -279,7 +277,7 @@ def test_a_redrive_sends_the_dead_deliveries_again_and_keeps_their_log(world: Wo
     sub_id = world.subscribe()["id"]
     event_id = world.event()
     world.deliver(event_id, sub_id, "dead", tries=3)
-    world.clock.advance(timedelta(hours=1))
+    world.clock.advance(3600)
     doc = uc.redrive_event(world.uow(), ADMIN, event_id, world.policy, world.clock)
     assert (doc["state"], doc["settled_at"]) == ("pending", None)
     [delivery] = doc["deliveries"]

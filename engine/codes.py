@@ -142,6 +142,16 @@ CODES: Final[Mapping[str, ErrorCode]] = _catalogue(
         ("checkpoint_wrong_tenant", "a checkpoint of another tenant"),
         ("audit_key_not_set", "a checkpoint to check, or to sign, without SLOTWARD_AUDIT_KEY"),
     ),
+    # Webhooks (issue 14): outbound URLs and secrets sealed at rest.
+    _family(
+        ValidationFailed,
+        ("invalid_url", "not an absolute http(s) URL, or one with credentials or a fragment"),
+        ("url_not_allowed", "a URL whose host resolves to an address slotward may not reach"),
+    ),
+    _family(
+        InvalidRequest,
+        ("secret_key_required", "a secret to seal, and the server has no SLOTWARD_SECRET_KEY"),
+    ),
     _family(
         Unauthenticated,
         ("unauthenticated", "the family's default: the caller is not known"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from slotward.api.http import schemas as s
+from slotward.api.http import webhook_schemas as w
 from slotward.api.http.execution_handlers import (
     acquire_execution,
     complete_execution,
@@ -156,26 +157,26 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "POST", "/v1/webhooks", create_webhook, "createWebhook",
         "Subscribe a URL to the tenant's events (admin); the answer shows the secret once",
-        request=s.WEBHOOK_CREATE, responses={201: s.WEBHOOK_CREATED, 422: None, **_ADMIN},
+        request=w.WEBHOOK_CREATE, responses={201: w.WEBHOOK_CREATED, 422: None, **_ADMIN},
         tag="webhooks",
     ),
     Route(
         "GET", "/v1/webhooks", list_webhooks, "listWebhooks",
         "The tenant's webhook subscriptions, never a secret (admin)",
-        responses={200: s.WEBHOOK_LIST, **_ADMIN},
+        responses={200: w.WEBHOOK_LIST, **_ADMIN},
         params=(_CURSOR, Param("limit", schema=Field("limit", "integer", minimum=1, maximum=200))),
         tag="webhooks",
     ),
     Route(
         "GET", "/v1/webhooks/{webhook_id}", read_webhook, "getWebhook",
         "Read a webhook subscription (admin)",
-        responses={200: s.WEBHOOK, 404: None, **_ADMIN}, params=(_WEBHOOK,), tag="webhooks",
+        responses={200: w.WEBHOOK, 404: None, **_ADMIN}, params=(_WEBHOOK,), tag="webhooks",
     ),
     Route(
         "POST", "/v1/webhooks/{webhook_id}/rotate", rotate_webhook, "rotateWebhook",
         "A new signing secret, shown once; the old one signs beside it for overlap_hours (admin)",
-        request=s.WEBHOOK_ROTATE,
-        responses={200: s.WEBHOOK_CREATED, 404: None, 422: None, **_ADMIN},
+        request=w.WEBHOOK_ROTATE,
+        responses={200: w.WEBHOOK_CREATED, 404: None, 422: None, **_ADMIN},
         params=(_WEBHOOK,), body_optional=True, tag="webhooks",
     ),
     Route(
@@ -186,7 +187,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/outbox", list_events, "listOutbox",
         "The tenant's outbox events with their deliveries and attempts (admin)",
-        responses={200: s.OUTBOX_LIST, 422: None, **_ADMIN},
+        responses={200: w.OUTBOX_LIST, 422: None, **_ADMIN},
         params=(
             Param("state", schema=Field("state", "string", enum=("pending", "delivered", "dead"))),
             _CURSOR, Param("limit", schema=Field("limit", "integer", minimum=1, maximum=100)),
@@ -196,12 +197,12 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/outbox/{event_id}", read_event, "getOutboxEvent",
         "Read an outbox event, its deliveries and their attempts (admin)",
-        responses={200: s.OUTBOX_EVENT, 404: None, **_ADMIN}, params=(_EVENT,), tag="webhooks",
+        responses={200: w.OUTBOX_EVENT, 404: None, **_ADMIN}, params=(_EVENT,), tag="webhooks",
     ),
     Route(
         "POST", "/v1/outbox/{event_id}/redrive", redrive_event, "redriveOutboxEvent",
         "Send an event's dead deliveries again from the first attempt (admin)",
-        responses={200: s.OUTBOX_EVENT, 404: None, 409: None, **_ADMIN}, params=(_EVENT,),
+        responses={200: w.OUTBOX_EVENT, 404: None, 409: None, **_ADMIN}, params=(_EVENT,),
         tag="webhooks",
     ),
     Route(

@@ -5,7 +5,7 @@ from __future__ import annotations
 from aiohttp import web
 
 from slotward.api import service, webhooks
-from slotward.api.http import schemas
+from slotward.api.http import webhook_schemas as schemas
 from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
 from slotward.api.http.jsonbody import read_json

@@ -220,7 +220,6 @@ BAD_BODIES: list[tuple[dict[str, Any] | list[Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("config_overrides", [OPEN])
 async def test_bad_input_is_refused_and_nothing_is_stored(server: Server) -> None:
     admin = await _admin(server)
@@ -244,7 +243,6 @@ async def test_private_targets_are_refused_by_default(server: Server) -> None:
     assert _stored(server) == before
 
 
-@pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 @pytest.mark.parametrize("config_overrides", [OPEN])
 async def test_the_metadata_address_is_refused_even_with_private_targets_allowed(
     server: Server,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from slotward.adapters.store.postgres.notify import PgSignals
 from slotward.adapters.store.postgres.store import PostgresStore
@@ -18,11 +19,18 @@ from slotward.api.inflight import InFlight
 from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
 from slotward.api.ratelimit import RateLimiter
+from slotward.api.secretbox import SecretBox
 from slotward.api.storms import StormWatch
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
 from slotward.engine.rules.policy import Policy
 from slotward.engine.usecases.executions import settled
+
+if TYPE_CHECKING:
+    # adapters/webhooks/guard.py also holds the connection's aiohttp resolver:
+    # imported where the services are built, not where the service layer loads
+    # (tests/test_service_layer.py: api/service.py loads without aiohttp).
+    from slotward.adapters.webhooks.guard import UrlGuard
 
 __all__ = ["Services", "bootstrap", "migrate", "open_store"]
 
@@ -40,6 +48,8 @@ class Services:
     metrics: Metrics
     storms: StormWatch
     completions: Completions
+    box: SecretBox  # seals webhook secrets at rest (SLOTWARD_SECRET_KEY)
+    urls: UrlGuard  # the SSRF check of webhook URLs
 
 
 async def open_store(config: Config) -> Store:
@@ -64,6 +74,8 @@ async def bootstrap(
     ids: IdGenerator | None = None,
 ) -> Services:
     """Wire the adapters into the engine; tests pass their own clock or store."""
+    from slotward.adapters.webhooks.guard import UrlGuard  # here, not at the top: see there
+
     chosen = store if store is not None else await open_store(config)
     clock = clock or SystemClock()
     ids = ids or TimeOrderedIds()
@@ -93,4 +105,6 @@ async def bootstrap(
             config.wait_poll_seconds,
             lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
         ),
+        box=SecretBox.from_config(config.secret_key, config.secret_key_old),
+        urls=UrlGuard(allow_private=config.allow_private_urls),
     )

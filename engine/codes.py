@@ -194,6 +194,14 @@ CODES: Final[Mapping[str, ErrorCode]] = _catalogue(
         ("store_unavailable", "the store could not be reached in time"),
         ("audit_key_required", "a keyed audit chain, and this process has no audit key", False),
     ),
+    # The webhook admin API (api/webhooks.py, engine/usecases/subscriptions.py).
+    _family(ValidationFailed, ("invalid_topic", "a topic that is no event type or family")),
+    _family(
+        NotFound,
+        ("webhook_not_found", "no such webhook subscription in this tenant"),
+        ("event_not_found", "no such outbox event in this tenant"),
+    ),
+    _family(Conflict, ("nothing_to_redrive", "no dead delivery of the event can be sent again")),
     _family(ConfigError, ("invalid_config", "a setting slotward refuses: nothing starts")),
     _family(SlotwardError, ("internal_error", "an unexpected error, logged, never detailed", True)),
 )

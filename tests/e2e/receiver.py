@@ -27,7 +27,8 @@ from aiohttp import web
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
-__all__ = ["Arrival", "Gate", "Hang", "Receiver", "Reply", "eventually", "wait_until"]
+__all__ = ["Arrival", "Gate", "Hang", "Receiver", "Reply", "eventually", "verifies",
+           "wait_until"]  # fmt: skip
 
 HOOK_PATH = "/hook"
 TRAP_PATH = "/trap"  # where redirects point: a request here means a redirect was followed
@@ -202,14 +203,7 @@ class Receiver:
         return Reply(200)
 
     def _verify(self, body: bytes, headers: dict[str, str]) -> tuple[str, ...]:
-        good = []
-        for secret in self.secrets:
-            try:
-                Webhook(secret).verify(body, headers)
-            except WebhookVerificationError:
-                continue
-            good.append(secret)
-        return tuple(good)
+        return tuple(s for s in self.secrets if verifies(s, body, headers))
 
     # --- reading -----------------------------------------------------------
 
@@ -228,45 +222,54 @@ class Receiver:
     def of(self, webhook_id: str) -> list[Arrival]:
         return [a for a in self.hooks() if a.webhook_id == webhook_id]
 
-    async def wait_for(self, ids: Iterable[str], timeout: float = 30.0) -> None:
+    async def wait_for(self, ids: Iterable[str], within: float = 30.0) -> None:
         """Until every id in ``ids`` has been answered with a 2xx."""
         wanted = set(ids)
         await wait_until(
             lambda: wanted <= self.delivered_ids(),
-            timeout,
+            within,
             lambda: f"missing {sorted(wanted - self.delivered_ids())}",
         )
 
-    async def wait_for_requests(self, count: int, timeout: float = 30.0) -> None:
+    async def wait_for_requests(self, count: int, within: float = 30.0) -> None:
         """Until at least ``count`` requests reached the webhook path."""
         await wait_until(
             lambda: len(self.hooks()) >= count,
-            timeout,
+            within,
             lambda: f"{len(self.hooks())} requests of {count}",
         )
 
 
 async def wait_until(
     predicate: Callable[[], bool],
-    timeout: float = 30.0,
+    within: float = 30.0,
     say: Callable[[], str] = lambda: "",
 ) -> None:
-    """Poll ``predicate`` until it holds; AssertionError after ``timeout`` seconds."""
-    deadline = time.monotonic() + timeout
+    """Poll ``predicate`` until it holds; AssertionError after ``within`` seconds."""
+    deadline = time.monotonic() + within
     while not predicate():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout} s: {say()}")
+            raise AssertionError(f"not reached within {within} s: {say()}")
         await asyncio.sleep(0.02)
 
 
 async def eventually(
     check: Callable[[], Awaitable[bool]],
-    timeout: float = 30.0,
+    within: float = 30.0,
     say: Callable[[], str] = lambda: "",
 ) -> None:
     """As :func:`wait_until`, for a check that must await (an HTTP read)."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + within
     while not await check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {timeout} s: {say()}")
+            raise AssertionError(f"not reached within {within} s: {say()}")
         await asyncio.sleep(0.05)
+
+
+def verifies(secret: str, body: bytes, headers: dict[str, str]) -> bool:
+    """Whether ``standardwebhooks`` accepts the request under ``secret``."""
+    try:
+        Webhook(secret).verify(body, headers)
+    except WebhookVerificationError:
+        return False
+    return True

@@ -103,10 +103,11 @@ class Arrival:
 class Receiver:
     """The receiver; ``async with Receiver() as r`` starts it on a free port."""
 
-    def __init__(self, secrets: Iterable[str] = (), default: Reply = Reply(200)) -> None:
+    def __init__(self, secrets: Iterable[str] = (), default: Step = Reply(200)) -> None:
         self.secrets: list[str] = list(secrets)
         self.default = default
-        self.arrivals: list[Arrival] = []
+        self.arrivals: list[Arrival] = []  # each once answered (or given up)
+        self.in_flight = 0  # requests arrived and not yet answered
         self._script: deque[Step] = deque()
         self._runner: web.AppRunner | None = None
         self._gates: list[Gate] = []
@@ -176,6 +177,7 @@ class Receiver:
         body = await request.read()
         headers = {k.lower(): v for k, v in request.headers.items()}
         at = time.time()
+        self.in_flight += 1
         step: Step = self.default
         if self._script:
             step = self._script.popleft()
@@ -191,6 +193,7 @@ class Receiver:
                 answered = reply.status
             return web.Response(status=reply.status, headers=reply.headers, text="")
         finally:
+            self.in_flight -= 1
             self.arrivals.append(Arrival(at, request.path, headers, body, answered, verified))
 
     async def _perform(self, step: Step) -> Reply:

@@ -265,7 +265,11 @@ async def test_410_disables_the_subscription_at_once(database: tuple[str, Engine
         assert listed[healthy["id"]]["status"] == "active"
         await app.commit(hold)
         await eventually(app.settled, 20)
-        events = {e["type"]: e for e in await app.events()}
+        everything = await app.events()
+        # The disabling is announced too (webhook.disabled), to subscriptions that want it.
+        assert "webhook.disabled" in {e["type"] for e in everything}
+        events = {e["type"]: e for e in everything if e["type"].startswith("hold.")}
+        assert set(events) == {"hold.created", "hold.committed"}
         await witness.wait_for(e["id"] for e in events.values())
         assert len(gone.hooks()) == 1  # the 410, tried once; nothing since
         committed = events["hold.committed"]

@@ -42,14 +42,10 @@ class Services:
     completions: Completions
 
 
-def _on_postgres(config: Config) -> bool:
-    return config.db_url.startswith(("postgresql", "postgres"))
-
-
 async def open_store(config: Config) -> Store:
     """The store named by ``config.db_url``, migrated to the current schema."""
     max_hold = config.policy().max_hold
-    if _on_postgres(config):
+    if config.on_postgres():
         return await PostgresStore.open(config.db_url, max_hold, config.waits())
     return SqliteStore.open(config.db_url, max_hold, config.waits())
 
@@ -93,7 +89,7 @@ async def bootstrap(
         # SQLite has no way to signal other processes on its file: their
         # completions are found by the waiters' fallback look.
         completions=Completions(
-            PgSignals(config.db_url) if _on_postgres(config) else None,
+            PgSignals(config.db_url) if config.on_postgres() else None,
             config.wait_poll_seconds,
             lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
         ),

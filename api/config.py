@@ -133,6 +133,9 @@ class Config:
     def key_hasher(self) -> KeyHasher:
         return KeyHasher(None if self.key_pepper is None else self.key_pepper.encode())
 
+    def on_postgres(self) -> bool:
+        return self.db_url.startswith(("postgresql", "postgres"))
+
     def relay(self) -> RelaySettings:
         """How the outbox relay delivers (api/workers/relay.py)."""
         if not 1 <= len(self.relay_schedule) <= 50:

@@ -27,6 +27,7 @@ from slotward.engine.model import Gauges, HoldStatus, Reply
 
 __all__ = [
     "CONFLICT_KINDS",
+    "DELIVERY_OUTCOMES",
     "IDEMPOTENCY_OUTCOMES",
     "Metrics",
     "StoreFigures",
@@ -35,6 +36,7 @@ __all__ = [
 IDEMPOTENCY_OUTCOMES = ("fresh", "replayed", "in_progress", "mismatch", "takeover",
                         "fencing_rejected")  # fmt: skip
 CONFLICT_KINDS = ("held", "committed", "external")
+DELIVERY_OUTCOMES = ("delivered", "failed", "dead")
 _ERROR_OUTCOMES = {
     "request_in_progress": "in_progress",
     "idempotency_key_reused": "mismatch",
@@ -50,11 +52,15 @@ class StoreFigures(Collector):
     def __init__(self) -> None:
         self._gauges = Gauges({}, 0, None, 0)
         self._lag = 0.0
+        self._outbox_lag = 0.0
+        self.relay_lease_held = False  # this process's, not the store's: set by the relay
 
     def update(self, gauges: Gauges, now: datetime) -> None:
         self._gauges = gauges
         overdue = gauges.oldest_overdue
         self._lag = 0.0 if overdue is None else max(0.0, (now - overdue).total_seconds())
+        oldest = gauges.oldest_pending_event
+        self._outbox_lag = 0.0 if oldest is None else max(0.0, (now - oldest).total_seconds())
 
     def collect(self) -> Iterator[Metric]:
         g = self._gauges
@@ -76,6 +82,27 @@ class StoreFigures(Collector):
             "slotward_ledger_executing", "Execution leases in flight (not yet expired)",
             value=g.executing,
         )  # fmt: skip
+        yield GaugeMetricFamily(
+            "slotward_outbox_lag_seconds",
+            "Age of the oldest outbox event not yet delivered everywhere (0: none waits)",
+            value=self._outbox_lag,
+        )
+        yield GaugeMetricFamily(
+            "slotward_outbox_dead", "Outbox events a delivery gave up on", value=g.dead_events
+        )
+        failing = GaugeMetricFamily(
+            "slotward_webhook_consecutive_failures",
+            "Failed deliveries in a row, per failing subscription (by its opaque id)",
+            labels=["subscription"],
+        )
+        for sub_id, count in sorted(g.failing_subscriptions.items()):
+            failing.add_metric([sub_id], count)
+        yield failing
+        yield GaugeMetricFamily(
+            "slotward_relay_lease_held",
+            "1 while this process holds the relay lease (SQLite; always 1 on PostgreSQL)",
+            value=1 if self.relay_lease_held else 0,
+        )
 
 
 class Metrics:
@@ -120,6 +147,16 @@ class Metrics:
         self._purged = Counter(
             "slotward_ledger_purged", "Ledger records deleted after their retention", registry=r
         )
+        self._deliveries = Counter(
+            "slotward_webhook_deliveries",
+            "Webhook delivery attempts by outcome (delivered, failed: to be retried, dead)",
+            ["outcome"], registry=r,
+        )  # fmt: skip
+        self._disabled = Counter(
+            "slotward_webhooks_disabled", "Subscriptions the relay disabled", registry=r
+        )
+        for outcome in DELIVERY_OUTCOMES:
+            self._deliveries.labels(outcome)
         self.store_figures = StoreFigures()
         r.register(self.store_figures)
         for outcome in IDEMPOTENCY_OUTCOMES:  # present at 0, so rates work from the start
@@ -158,6 +195,18 @@ class Metrics:
         """``count`` ledger records passed their retention and were deleted."""
         if count > 0:
             self._purged.inc(count)
+
+    def delivered(self, delivered: int, failed: int, dead: int, disabled: int) -> None:
+        """The outcomes of a batch of webhook deliveries the relay recorded."""
+        for outcome, count in zip(DELIVERY_OUTCOMES, (delivered, failed, dead), strict=True):
+            if count:
+                self._deliveries.labels(outcome).inc(count)
+        if disabled:
+            self._disabled.inc(disabled)
+
+    def relay_lease(self, held: bool) -> None:
+        """Whether this process's relay may deliver now."""
+        self.store_figures.relay_lease_held = held
 
     def set_gauges(self, gauges: Gauges, now: datetime) -> None:
         """Whole-store figures, refreshed at scrape time."""

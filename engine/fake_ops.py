@@ -1,4 +1,4 @@
-"""In-memory repositories of the operational records, the outbox and the API keys.
+"""In-memory repositories of the operational records, the gauges and the API keys.
 
 The rest of engine/fakes.py (which builds its units of work from these): as
 adapters/store/ops_repos.py beside the SQL store's repos.py.
@@ -11,12 +11,12 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from slotward.engine.model import Gauges, HoldStatus, OutboxEvent, Principal, WorkflowStats
+from slotward.engine.model import Gauges, HoldStatus, Principal, WorkflowStats
 
 if TYPE_CHECKING:  # fakes.py imports this module
     from slotward.engine.fakes import State
 
-__all__ = ["FakeKeys", "FakeOutbox", "FakeStats", "FakeWorkflows"]
+__all__ = ["FakeKeys", "FakeStats", "FakeWorkflows"]
 
 
 class FakeWorkflows:
@@ -82,18 +82,20 @@ class FakeStats:
         ]  # fmt: skip
         leases = [r.lease_expires_at for r in state.ledger.values() if r.state == "executing"]
         executing = sum(1 for end in leases if end is not None and end > now)
-        return Gauges(by_status, len(state.outbox), min(overdue, default=None), executing)
-
-
-class FakeOutbox:
-    def __init__(self, state: Callable[[], State]) -> None:
-        self._state = state
-
-    def add(self, event: OutboxEvent) -> None:
-        outbox = self._state().outbox
-        if any(e.id == event.id for e in outbox):  # the id is the store's key
-            raise KeyError(f"duplicate event id {event.id}")
-        outbox.append(event)
+        pending = [e.created_at for e in state.outbox if e.state == "pending"]
+        failing = {
+            s.id: s.consecutive_failures for s in state.webhooks.values()
+            if s.consecutive_failures > 0
+        }  # fmt: skip
+        return Gauges(
+            by_status,
+            len(pending),
+            min(overdue, default=None),
+            executing,
+            oldest_pending_event=min(pending, default=None),
+            dead_events=sum(1 for e in state.outbox if e.state == "dead"),
+            failing_subscriptions=failing,
+        )
 
 
 class FakeKeys:

@@ -16,14 +16,18 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
-from slotward.engine.fake_ops import FakeKeys, FakeOutbox, FakeStats, FakeWorkflows
+from slotward.engine.fake_ops import FakeKeys, FakeStats, FakeWorkflows
+from slotward.engine.fake_relay import FakeDeliveries, FakeLeases, FakeOutbox, FakeWebhooks
 from slotward.engine.model import (
+    Attempt,
     AuditEntry,
+    Delivery,
     Hold,
     HoldStatus,
     LedgerRecord,
     OutboxEvent,
     Principal,
+    Subscription,
     WorkflowStats,
 )
 from slotward.engine.ports import UnitOfWork
@@ -48,6 +52,10 @@ class State:
     workflows: dict[tuple[str, str], WorkflowStats] = field(default_factory=dict)
     # (tenant, workflow_id, whole second) -> replays in it, as the workflow_replays table
     replay_seconds: dict[tuple[str, str, datetime], int] = field(default_factory=dict)
+    webhooks: dict[str, Subscription] = field(default_factory=dict)  # by id, ids are global
+    deliveries: dict[str, Delivery] = field(default_factory=dict)
+    attempts: dict[str, list[Attempt]] = field(default_factory=dict)  # by delivery id
+    leases: dict[str, tuple[str, datetime]] = field(default_factory=dict)  # name -> owner, until
 
 
 class _Holds:
@@ -138,7 +146,7 @@ class _Holds:
 
 
 _HOLD_MUTABLE = (
-    "status", "token", "expires_at", "updated_at", "committed_at", "preempted_by"
+    "status", "token", "expires_at", "updated_at", "committed_at", "preempted_by", "event_seq"
 )  # fmt: skip
 
 
@@ -271,6 +279,9 @@ class InMemoryUnitOfWork:
         self.directory = _Directory(self._current)
         self.audit = _Audit(self._current)
         self.outbox = FakeOutbox(self._current)
+        self.deliveries = FakeDeliveries(self._current)
+        self.webhooks = FakeWebhooks(self._current)
+        self.leases = FakeLeases(self._current)
         self.keys = FakeKeys(self._current)
         self.workflows = FakeWorkflows(self._current)
         self.stats = FakeStats(self._current)

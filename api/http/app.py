@@ -20,13 +20,21 @@ from slotward.api.http.problems import problem_middleware
 from slotward.api.http.routes import Handler, Route
 from slotward.api.http.table import ROUTES
 from slotward.api.http.telemetry import observe_middleware
+from slotward.adapters.webhooks.sender import WebhookSender
+from slotward.api.workers.relay import Relay
 from slotward.api.workers.sweeper import sweep_forever
 
 __all__ = ["build_app"]
 
 
-def build_app(services: Services, config: Config, *, sweep: bool = True) -> web.Application:
-    """The HTTP application. It closes the store when it shuts down."""
+def build_app(
+    services: Services, config: Config, *, sweep: bool = True, relay: bool = True
+) -> web.Application:
+    """The HTTP application. It closes the store when it shuts down.
+
+    ``sweep`` and ``relay`` run the background sweeper and the outbox relay
+    (api/workers) in this process, as every server does.
+    """
     app = web.Application(
         middlewares=[problem_middleware, observe_middleware, refuse_nul],
         client_max_size=MAX_BODY_BYTES + 1024,
@@ -35,7 +43,9 @@ def build_app(services: Services, config: Config, *, sweep: bool = True) -> web.
     app[OPENAPI] = json.dumps(build_openapi(ROUTES), separators=(",", ":")).encode()
     for route in ROUTES:
         app.router.add_route(route.method, route.path, _strict_query(route))
-    app.cleanup_ctx.append(_lifetime(services, config.sweep_interval_seconds if sweep else None))
+    app.cleanup_ctx.append(
+        _lifetime(services, config, config.sweep_interval_seconds if sweep else None, relay)
+    )
     return app
 
 
@@ -59,16 +69,29 @@ def _strict_query(route: Route) -> Handler:
 
 
 def _lifetime(
-    svc: Services, interval: float | None
+    svc: Services, config: Config, interval: float | None, relay: bool
 ) -> Callable[[web.Application], AsyncIterator[None]]:
     async def lifetime(app: web.Application) -> AsyncIterator[None]:
-        task = asyncio.create_task(sweep_forever(svc, interval)) if interval else None
+        tasks = [asyncio.create_task(sweep_forever(svc, interval))] if interval else []
+        sender: WebhookSender | None = None
+        if relay:
+            settings = config.relay()
+            sender = WebhookSender(
+                allow_private=config.allow_private_urls, timeout=settings.timeout
+            )
+            # SQLite: one relay per database file at a time (a lease); PostgreSQL:
+            # every process's relay claims its own batches.
+            worker = Relay(svc, sender, settings, exclusive=not config.on_postgres())
+            tasks.append(asyncio.create_task(worker.run_forever()))
         await svc.completions.start()
         yield
-        if task is not None:
+        for task in tasks:
             task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        if sender is not None:
+            await sender.close()
         await svc.completions.close()
         await svc.storms.flush()
         await svc.store.close()

@@ -1,5 +1,6 @@
 """The background sweeper: marks expired holds and emits ``hold.expired``,
-purges idempotency records past retention, and flushes replay counts.
+purges idempotency records and delivered outbox events past retention, and
+flushes replay counts.
 
 Reads never depend on it (a held hold past expiry already reads expired and
 never blocks); it makes the state and the events catch up.
@@ -13,6 +14,7 @@ import logging
 from slotward.api.bootstrap import Services
 from slotward.engine.errors import Unavailable
 from slotward.engine.usecases.lifecycle import expire_due
+from slotward.engine.usecases.relay import purge_delivered
 from slotward.engine.usecases.retention import purge_expired, purge_replay_seconds
 
 __all__ = ["sweep_forever", "sweep_once"]
@@ -35,6 +37,9 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
         svc.metrics.purged(purged)
         if purged == 0:
             break
+    retention = svc.policy.retention
+    while await svc.store.write(lambda uow: purge_delivered(uow, svc.clock, retention, batch)):
+        pass  # delivered events are kept as long as the answers are
     window = svc.policy.storm_window
     while await svc.store.write(lambda uow: purge_replay_seconds(uow, svc.clock, window)):
         pass  # one quiet tenant at a time

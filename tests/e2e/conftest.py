@@ -2,7 +2,8 @@
 
 The app is the production one (``bootstrap`` + ``build_app``); only the clock
 is replaced, so expiry is tested by advancing time, never by sleeping. The
-sweeper is off so tests decide when it runs (``sweep``).
+sweeper is off so tests decide when it runs (``sweep``), and so is the outbox
+relay (tests/e2e/test_relay*.py run servers with it, as `slotward serve` does).
 """
 
 from __future__ import annotations
@@ -256,7 +257,7 @@ async def server(
     if store_wrapper is not None:
         store = store_wrapper(store)
     services = await bootstrap(config, store=store, clock=clock)
-    async with serving(build_app(services, config, sweep=False), config) as base:
+    async with serving(build_app(services, config, sweep=False, relay=False), config) as base:
         connector = aiohttp.TCPConnector(limit=200)
         async with aiohttp.ClientSession(connector=connector) as session:
             yield Server(services, clock, db, base, session)

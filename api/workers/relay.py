@@ -1,0 +1,229 @@
+"""The outbox relay: a task in every server process that delivers the outbox at least once.
+
+Each turn it claims due deliveries (engine/usecases/relay.py:claim_work, one
+transaction that also fans new events out to their subscriptions), sends them
+concurrently with nothing of the store held open, and records the outcomes in
+one more transaction. A slow receiver holds one of ``MAX_IN_FLIGHT`` places,
+not the whole relay: new work is claimed as places free up.
+
+Several relays run side by side. On PostgreSQL each claims its own batch
+(``FOR UPDATE SKIP LOCKED``) under a lease longer than a send can take; a relay
+killed mid-batch leaves its claims to run out and the next one sends them
+again. On SQLite one process holds the ``relay`` lease at a time and renews it
+as it goes; if it dies, another takes over when the lease runs out.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import secrets
+import socket
+from dataclasses import dataclass
+from datetime import datetime
+
+from slotward.adapters.webhooks.sender import WebhookSender
+from slotward.api.bootstrap import Services
+from slotward.engine.errors import Unavailable
+from slotward.engine.model import Claim
+from slotward.engine.rules.delivery import RelaySettings
+from slotward.engine.rules.documents import encode
+from slotward.engine.rules.signing import signature_header
+from slotward.engine.rules.timenorm import format_instant
+from slotward.engine.usecases.relay import (
+    Result,
+    claim_work,
+    drop_relay_lease,
+    record_results,
+    take_relay_lease,
+)
+
+__all__ = ["MAX_IN_FLIGHT", "Relay", "webhook_body"]
+
+log = logging.getLogger("slotward.relay")
+
+MAX_IN_FLIGHT = 64  # deliveries being sent at once by one relay
+
+
+def webhook_body(claim: Claim) -> bytes:
+    """The Standard Webhooks body: ``{"type", "timestamp", "data"}``, the same on every attempt.
+
+    A hold's event carries the hold document (its token included) and the
+    event's place in the hold's sequence; any other event its own payload.
+    """
+    event = claim.event
+    payload = dict(event.payload)
+    hold = payload.pop("hold", None)
+    data = {**hold, "sequence": event.seq, **payload} if isinstance(hold, dict) else payload
+    return encode({"type": event.type, "timestamp": format_instant(event.created_at), "data": data})
+
+
+@dataclass
+class _Flight:
+    claim: Claim
+    task: asyncio.Task[Result]
+
+
+class Relay:
+    """One process's relay. ``exclusive``: take the store-wide relay lease first (SQLite)."""
+
+    def __init__(
+        self,
+        svc: Services,
+        sender: WebhookSender,
+        settings: RelaySettings,
+        *,
+        exclusive: bool,
+        owner: str | None = None,
+    ) -> None:
+        self._svc = svc
+        self._sender = sender
+        self._settings = settings
+        self._exclusive = exclusive
+        self.owner = owner or f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(4)}"
+        self._flights: dict[str, _Flight] = {}
+        self._done: list[Result] = []
+        self._wake = asyncio.Event()
+        self._lease_until: datetime | None = None
+        self._rand = random.Random()
+
+    @property
+    def lease_held(self) -> bool:
+        """Whether this relay may deliver now (always, where no lease is needed)."""
+        if not self._exclusive:
+            return True
+        until = self._lease_until
+        return until is not None and until > self._svc.clock.now()
+
+    async def run_forever(self) -> None:
+        try:
+            while True:
+                try:
+                    busy = await self.turn()
+                except Unavailable as away:
+                    log.warning("relay deferred: %s; trying again shortly", away)
+                    busy = False
+                except Exception:
+                    log.exception("relay turn failed; trying again shortly")
+                    busy = False
+                if not busy:
+                    await self._pause()
+        finally:
+            await self._stop()
+
+    async def turn(self) -> bool:
+        """Claim what fits, then record what finished; True when there may be more now."""
+        await self._flush()
+        if not await self._lease():
+            return False
+        room = MAX_IN_FLIGHT - len(self._flights)
+        svc = self._svc
+        limit = max(0, min(room, self._settings.batch))
+        work = await svc.store.write(
+            lambda uow: claim_work(uow, svc.clock, svc.ids, self.owner, limit, self._settings.lease)
+        )
+        for claim in work.claims:
+            self._launch(claim)
+        return bool(self._done) or work.more or (limit > 0 and len(work.claims) == limit)
+
+    async def _pause(self) -> None:
+        """Until a send finishes or the interval passes."""
+        self._wake.clear()
+        if self._done:
+            return
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._wake.wait(), self._settings.interval)
+
+    async def _lease(self) -> bool:
+        if not self._exclusive:
+            return True
+        svc = self._svc
+        now = svc.clock.now()
+        ttl = self._settings.lease
+        # Renewed once a third of it has passed: not a write on every turn.
+        if self._lease_until is not None and self._lease_until - now > ttl * (2 / 3):
+            return True
+        taken = await svc.store.write(lambda uow: take_relay_lease(uow, svc.clock, self.owner, ttl))
+        held_before = self.lease_held
+        self._lease_until = now + ttl if taken else None
+        if taken and not held_before:
+            log.info("relay lease taken by %s", self.owner)
+        self._svc.metrics.relay_lease(taken)
+        return taken
+
+    def _launch(self, claim: Claim) -> None:
+        task = asyncio.create_task(self._send(claim))
+        self._flights[claim.delivery.id] = _Flight(claim, task)
+        task.add_done_callback(lambda t, key=claim.delivery.id: self._landed(key, t))
+
+    def _landed(self, key: str, task: asyncio.Task[Result]) -> None:
+        self._flights.pop(key, None)
+        if not task.cancelled() and task.exception() is None:
+            self._done.append(task.result())
+        self._wake.set()
+
+    async def _send(self, claim: Claim) -> Result:
+        svc = self._svc
+        now = svc.clock.now()
+        delivery = claim.delivery
+        try:
+            keys = self._secrets(claim, now)
+        except ValueError:  # sealed under a key the server no longer has
+            lost = "the signing secret cannot be opened: was SLOTWARD_SECRET_KEY changed?"
+            return Result(delivery.id, now, None, lost)
+        body = webhook_body(claim)
+        stamp = int(now.timestamp())
+        headers = {
+            "webhook-id": claim.event.id,
+            "webhook-timestamp": str(stamp),
+            "webhook-signature": signature_header(keys, claim.event.id, stamp, body),
+        }
+        outcome = await self._sender.send(claim.subscription.url, headers, body)
+        return Result(delivery.id, now, outcome.status, outcome.error, outcome.retry_after)
+
+    def _secrets(self, claim: Claim, now: datetime) -> list[str]:
+        sub = claim.subscription
+        return [
+            self._svc.box.open(s.sealed, sub.id)
+            for s in sub.secrets
+            if s.until is None or s.until > now
+        ]
+
+    async def _flush(self) -> None:
+        if not self._done:
+            return
+        results, self._done = self._done, []
+        svc = self._svc
+        try:
+            done = await svc.store.write(
+                lambda uow: record_results(
+                    uow, svc.clock, svc.ids, results, self._settings, self._rand.random,
+                    audit_key=svc.policy.audit_key,
+                )
+            )  # fmt: skip
+        except Exception:
+            # The claims run out and the deliveries go again: sent twice, never lost.
+            log.warning("could not record %d delivery outcomes; they will be sent again",
+                        len(results))  # fmt: skip
+            raise
+        svc.metrics.delivered(done.delivered, done.failed, done.dead, len(done.disabled))
+        for sub_id in done.disabled:
+            log.warning("webhook %s disabled", sub_id)
+
+    async def _stop(self) -> None:
+        """Let in-flight sends finish (briefly), record them, give the lease back."""
+        if self._flights:
+            tasks = [f.task for f in self._flights.values()]
+            await asyncio.wait(tasks, timeout=2.0)
+            for task in tasks:
+                task.cancel()
+        with contextlib.suppress(Exception):
+            await self._flush()
+        if self._exclusive and self._lease_until is not None:
+            svc = self._svc
+            with contextlib.suppress(Exception):
+                await svc.store.write(lambda uow: drop_relay_lease(uow, self.owner))
+        self._lease_until = None

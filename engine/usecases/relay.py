@@ -1,0 +1,310 @@
+"""The relay's transactions: fan events out, claim deliveries, record what happened.
+
+The relay (api/workers/relay.py) sends between these, outside any
+transaction: a delivery is claimed (a lease), sent, then its outcome recorded.
+A relay that dies between the two leaves the claim to run out, and the next
+relay sends the event again: at least once, never lost. Receivers dedupe on
+``webhook-id``, the event id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+
+from slotward.engine.model import Claim, Delivery, OutboxEvent, Subscription
+from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
+from slotward.engine.rules.audit import AuditKey
+from slotward.engine.rules.delivery import RelaySettings, next_attempt
+from slotward.engine.rules.timenorm import format_instant
+from slotward.engine.rules.topics import matches
+from slotward.engine.usecases.effects import audit
+
+__all__ = [
+    "RELAY_ACTOR",
+    "RELAY_LEASE",
+    "Recorded",
+    "Result",
+    "Work",
+    "claim_work",
+    "drop_relay_lease",
+    "purge_delivered",
+    "record_results",
+    "take_relay_lease",
+]
+
+RELAY_ACTOR = "relay"  # the audit actor of what the relay decides (disabling a subscription)
+RELAY_LEASE = "relay"  # the lease one process at a time holds on SQLite
+FAN_OUT_BATCH = 500  # events fanned out per transaction
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one :func:`claim_work` found: the claims, and how many events it fanned out."""
+
+    claims: list[Claim]
+    fanned: int
+
+    @property
+    def more(self) -> bool:
+        """Whether the fan-out filled its batch: more events may be waiting."""
+        return self.fanned >= FAN_OUT_BATCH
+
+
+@dataclass(frozen=True)
+class Result:
+    """What one attempt of a claimed delivery got."""
+
+    delivery_id: str
+    at: datetime  # when the attempt began
+    status: int | None  # the HTTP status; None: no answer
+    error: str | None  # why it failed, one line, no secret
+    retry_after: float | None = None  # the receiver's Retry-After, in seconds
+
+    @property
+    def ok(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def gone(self) -> bool:
+        return self.status == 410
+
+
+@dataclass
+class Recorded:
+    """What :func:`record_results` did, for the metrics."""
+
+    delivered: int = 0
+    failed: int = 0  # to be tried again
+    dead: int = 0
+    disabled: list[str] = field(default_factory=list)  # subscription ids
+
+
+def take_relay_lease(
+    uow: UnitOfWork, clock: Clock, owner: str, ttl: timedelta, name: str = RELAY_LEASE
+) -> bool:
+    """Take or renew the relay lease for ``owner``; False while another holds it."""
+    with uow:
+        now = clock.now()
+        taken = uow.leases.take(name, owner, now, now + ttl)
+        uow.commit()
+        return taken
+
+
+def drop_relay_lease(uow: UnitOfWork, owner: str, name: str = RELAY_LEASE) -> None:
+    with uow:
+        uow.leases.drop(name, owner)
+        uow.commit()
+
+
+def claim_work(
+    uow: UnitOfWork,
+    clock: Clock,
+    ids: IdGenerator,
+    owner: str,
+    limit: int,
+    lease: timedelta,
+) -> Work:
+    """Fan new events out to their subscriptions, then claim up to ``limit`` due deliveries.
+
+    One transaction: a fanned-out event's first delivery is claimable at once.
+    """
+    with uow:
+        now = clock.now()
+        fanned = _fan_out(uow, ids, now)
+        claims = uow.deliveries.claim(owner, now, now + lease, limit) if limit > 0 else []
+        uow.commit()
+        return Work(claims, fanned)
+
+
+def _fan_out(uow: UnitOfWork, ids: IdGenerator, now: datetime) -> int:
+    events = uow.outbox.unfanned(FAN_OUT_BATCH)
+    if not events:
+        return 0
+    by_tenant: dict[str, list[Subscription]] = {}
+    for sub in uow.webhooks.active({e.tenant for e in events}):
+        by_tenant.setdefault(sub.tenant, []).append(sub)
+    made = [
+        _delivery(ids.new_id("dlv"), event, sub, now)
+        for event in events
+        for sub in by_tenant.get(event.tenant, ())
+        if matches(sub.topics, event.type)
+    ]
+    if made:
+        uow.deliveries.add(made)
+    fanned = [e.id for e in events]
+    uow.outbox.mark_fanned(fanned)
+    uow.outbox.settle(fanned, now)  # an event no subscription wants is delivered now
+    return len(events)
+
+
+def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, now: datetime) -> Delivery:
+    return Delivery(
+        id=delivery_id,
+        event_id=event.id,
+        subscription_id=sub.id,
+        tenant=event.tenant,
+        hold_id=event.hold_id,
+        seq=event.seq,
+        state="pending",
+        attempts=0,
+        next_attempt_at=now,
+        created_at=event.created_at,
+    )
+
+
+def record_results(
+    uow: UnitOfWork,
+    clock: Clock,
+    ids: IdGenerator,
+    results: Sequence[Result],
+    settings: RelaySettings,
+    rand: Callable[[], float],
+    *,
+    audit_key: AuditKey | None,
+) -> Recorded:
+    """Log each attempt and move its delivery on: delivered, again later, or dead.
+
+    A 410 disables the subscription at once; so does failing for
+    ``settings.disable_after`` without a success. Either way its pending
+    deliveries die with it and a ``webhook.disabled`` event says so.
+    """
+    done = Recorded()
+    with uow:
+        # The tenants' locks, in order: the subscriptions' figures are read and
+        # written back, and a disabling appends to the audit chain.
+        tenants = sorted({d.tenant for d in _found(uow, results)})
+        for tenant in tenants:
+            uow.lock_tenant(tenant)
+        now = clock.now()
+        touched: set[str] = set()
+        for result in results:
+            delivery = uow.deliveries.get(result.delivery_id)
+            if delivery is None:  # its subscription was deleted meanwhile
+                continue
+            uow.deliveries.add_attempt(delivery.id, result.at, result.status, result.error)
+            # Settled meanwhile (another relay after our lease ran out, a
+            # disabling): only a success still changes it, as the receiver has it.
+            if delivery.state == "delivered" or (delivery.state == "dead" and not result.ok):
+                continue
+            touched.add(delivery.event_id)
+            sub = uow.webhooks.get(delivery.tenant, delivery.subscription_id)
+            moved = _moved(delivery, result, now, settings, rand)
+            uow.deliveries.save(moved)
+            _tally(done, moved)
+            if sub is None:
+                continue
+            reason = _disabling(sub, result, now, settings)
+            uow.webhooks.save(_figures(sub, result, now))
+            if reason is not None and sub.status == "active":
+                touched.update(_disable(uow, ids, sub, now, reason, audit_key))
+                done.disabled.append(sub.id)
+        uow.outbox.settle(touched, now)
+        uow.commit()
+    return done
+
+
+def _found(uow: UnitOfWork, results: Sequence[Result]) -> list[Delivery]:
+    return [d for r in results if (d := uow.deliveries.get(r.delivery_id)) is not None]
+
+
+def _moved(
+    d: Delivery,
+    result: Result,
+    now: datetime,
+    settings: RelaySettings,
+    rand: Callable[[], float],
+) -> Delivery:
+    tried = d.attempts + 1
+    base = replace(
+        d,
+        attempts=tried,
+        claim_owner=None,
+        claim_until=None,
+        last_status=result.status,
+        last_error=result.error,
+    )
+    if result.ok:
+        return replace(base, state="delivered", delivered_at=now, last_error=None)
+    if d.state == "dead":  # not ours to retry (a disabling killed it)
+        return base
+    if result.gone:
+        return replace(base, state="dead", last_error=result.error or "410 Gone")
+    retry = next_attempt(settings, tried, now, result.retry_after, rand)
+    if retry is None:
+        return replace(base, state="dead")
+    return replace(base, next_attempt_at=retry)
+
+
+def _tally(done: Recorded, d: Delivery) -> None:
+    if d.state == "delivered":
+        done.delivered += 1
+    elif d.state == "dead":
+        done.dead += 1
+    else:
+        done.failed += 1
+
+
+def _figures(sub: Subscription, result: Result, now: datetime) -> Subscription:
+    if result.ok:
+        return replace(
+            sub,
+            last_attempt_at=result.at,
+            last_status=result.status,
+            last_delivery_at=now,
+            consecutive_failures=0,
+            failing_since=None,
+        )
+    return replace(
+        sub,
+        last_attempt_at=result.at,
+        last_status=result.status,
+        consecutive_failures=sub.consecutive_failures + 1,
+        failing_since=sub.failing_since or result.at,
+    )
+
+
+def _disabling(
+    sub: Subscription, result: Result, now: datetime, settings: RelaySettings
+) -> str | None:
+    """Why this result disables the subscription, if it does."""
+    if result.gone:
+        return "the receiver answered 410 Gone"
+    since = sub.failing_since or result.at
+    if not result.ok and now - since >= settings.disable_after:
+        hours = settings.disable_after.total_seconds() / 3600
+        return f"every delivery failed for {hours:g} hours"
+    return None
+
+
+def _disable(
+    uow: UnitOfWork,
+    ids: IdGenerator,
+    sub: Subscription,
+    now: datetime,
+    reason: str,
+    audit_key: AuditKey | None,
+) -> Collection[str]:
+    """Disable ``sub``: its pending deliveries die, an event and an audit entry say so."""
+    current = uow.webhooks.get(sub.tenant, sub.id) or sub
+    uow.webhooks.save(replace(current, status="disabled", disabled_reason=reason, updated_at=now))
+    killed = uow.deliveries.kill_pending(sub.id, now, f"the subscription was disabled: {reason}")
+    audit(uow, sub.tenant, RELAY_ACTOR, now, "webhook.disable", None, None, "disabled",
+          audit_key=audit_key)  # fmt: skip
+    payload = {
+        "webhook_id": sub.id,
+        "description": sub.description,
+        "reason": reason,
+        "at": format_instant(now),
+    }
+    uow.outbox.add(OutboxEvent(ids.new_id("evt"), sub.tenant, "webhook.disabled", now, payload))
+    return killed
+
+
+def purge_delivered(uow: UnitOfWork, clock: Clock, retention: timedelta, limit: int) -> int:
+    """Delete up to ``limit`` events delivered longer than ``retention`` ago."""
+    with uow:
+        purged = uow.outbox.purge_delivered(clock.now() - retention, limit)
+        uow.commit()
+        return purged

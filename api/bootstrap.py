@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from slotward.adapters.store.postgres.notify import PgSignals
 from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.adapters.webhooks.guard import UrlGuard
 from slotward.api.completions import Completions
 from slotward.api.config import Config
 from slotward.api.inflight import InFlight
 from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
 from slotward.api.ratelimit import RateLimiter
+from slotward.api.secretbox import SecretBox
 from slotward.api.storms import StormWatch
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
@@ -40,6 +42,8 @@ class Services:
     metrics: Metrics
     storms: StormWatch
     completions: Completions
+    box: SecretBox  # seals webhook secrets at rest (SLOTWARD_SECRET_KEY)
+    urls: UrlGuard  # the SSRF check of webhook URLs
 
 
 async def open_store(config: Config) -> Store:
@@ -93,4 +97,6 @@ async def bootstrap(
             config.wait_poll_seconds,
             lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
         ),
+        box=SecretBox.from_config(config.secret_key, config.secret_key_old),
+        urls=UrlGuard(allow_private=config.allow_private_urls),
     )

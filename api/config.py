@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from slotward.adapters.store.waits import Waits
 from slotward.api.keyhash import KeyHasher
+from slotward.api.secretbox import split_old_keys
 from slotward.engine.errors import ConfigError
 from slotward.engine.rules.audit import AuditKey
 from slotward.engine.rules.delivery import DEFAULT_SCHEDULE, RelaySettings
@@ -59,6 +60,8 @@ class Config:
     # Webhook signing secrets (and, later, provider credentials) are sealed
     # under this key at rest (docs/security.md); without it none are taken.
     secret_key: str | None = field(default=None, repr=False)  # a secret: never printed
+    # Former secret keys, comma-separated: they still open what they sealed, never seal.
+    secret_key_old: str | None = field(default=None, repr=False)  # secrets: never printed
     # Outbound URLs (webhooks) on loopback or private networks are refused
     # unless this is set; link-local, multicast and unspecified ones always are.
     allow_private_urls: bool = False
@@ -104,6 +107,7 @@ class Config:
             max_connections=_int(env, "SLOTWARD_MAX_CONNECTIONS", base.max_connections),
             audit_key=env.get("SLOTWARD_AUDIT_KEY") or None,
             secret_key=env.get("SLOTWARD_SECRET_KEY") or None,
+            secret_key_old=env.get("SLOTWARD_SECRET_KEY_OLD") or None,
             allow_private_urls=_bool(env, "SLOTWARD_ALLOW_PRIVATE_URLS", base.allow_private_urls),
             relay_schedule=_schedule(env, base.relay_schedule),
             relay_timeout_seconds=_float(env, "SLOTWARD_RELAY_TIMEOUT", base.relay_timeout_seconds),
@@ -181,6 +185,8 @@ class Config:
             raise ConfigError("SLOTWARD_AUDIT_KEY must be at least 16 bytes")
         if self.secret_key is not None and len(self.secret_key.encode()) < 16:
             raise ConfigError("SLOTWARD_SECRET_KEY must be at least 16 bytes")
+        if any(len(old.encode()) < 16 for old in split_old_keys(self.secret_key_old)):
+            raise ConfigError("each key of SLOTWARD_SECRET_KEY_OLD must be at least 16 bytes")
         if self.storm_replays < 1:
             raise ConfigError("the retry-storm threshold must be at least 1")
         return Policy(

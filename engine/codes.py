@@ -142,6 +142,16 @@ CODES: Final[Mapping[str, ErrorCode]] = _catalogue(
         ("checkpoint_wrong_tenant", "a checkpoint of another tenant"),
         ("audit_key_not_set", "a checkpoint to check, or to sign, without SLOTWARD_AUDIT_KEY"),
     ),
+    # Webhooks (issue 14): outbound URLs and secrets sealed at rest.
+    _family(
+        ValidationFailed,
+        ("invalid_url", "not an absolute http(s) URL, or one with credentials or a fragment"),
+        ("url_not_allowed", "a URL whose host resolves to an address slotward may not reach"),
+    ),
+    _family(
+        InvalidRequest,
+        ("secret_key_required", "a secret to seal, and the server has no SLOTWARD_SECRET_KEY"),
+    ),
     _family(
         Unauthenticated,
         ("unauthenticated", "the family's default: the caller is not known"),
@@ -184,6 +194,14 @@ CODES: Final[Mapping[str, ErrorCode]] = _catalogue(
         ("store_unavailable", "the store could not be reached in time"),
         ("audit_key_required", "a keyed audit chain, and this process has no audit key", False),
     ),
+    # The webhook admin API (api/webhooks.py, engine/usecases/subscriptions.py).
+    _family(ValidationFailed, ("invalid_topic", "a topic that is no event type or family")),
+    _family(
+        NotFound,
+        ("webhook_not_found", "no such webhook subscription in this tenant"),
+        ("event_not_found", "no such outbox event in this tenant"),
+    ),
+    _family(Conflict, ("nothing_to_redrive", "no dead delivery of the event can be sent again")),
     _family(ConfigError, ("invalid_config", "a setting slotward refuses: nothing starts")),
     _family(SlotwardError, ("internal_error", "an unexpected error, logged, never detailed", True)),
 )

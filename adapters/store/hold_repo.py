@@ -68,7 +68,9 @@ _DUE = (
 )
 _INSERT = insert(t.holds)
 _INSERT_ATTENDEES = insert(t.hold_attendees)
-_MUTABLE = ("status", "token", "expires_us", "updated_us", "committed_us", "preempted_by")
+_MUTABLE = (
+    "status", "token", "expires_us", "updated_us", "committed_us", "preempted_by", "event_seq"
+)  # fmt: skip
 _UPDATE = (
     update(t.holds)
     .where(_h.id == bindparam("w_hold_id"))
@@ -103,6 +105,7 @@ def hold_from_row(m: Row) -> Hold:
         audit_seq=m["audit_seq"],
         committed_at=opt_from_us(m["committed_us"]),
         preempted_by=m["preempted_by"],
+        event_seq=m["event_seq"],
     )
 
 
@@ -271,4 +274,5 @@ def _hold_values(hold: Hold) -> dict[str, Any]:
         "committed_us": opt_to_us(hold.committed_at),
         "preempted_by": hold.preempted_by,
         "audit_seq": hold.audit_seq,
+        "event_seq": hold.event_seq,
     }

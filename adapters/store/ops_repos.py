@@ -49,7 +49,14 @@ _BY_STATUS = select(_h.status, func.count().label("n")).group_by(_h.status)
 _OVERDUE = select(func.count().label("n"), func.min(_h.expires_us).label("oldest")).where(
     _h.status == HoldStatus.HELD.value, _h.expires_us <= bindparam("now")
 )
-_BACKLOG = select(func.count()).select_from(t.outbox).where(t.outbox.c.state == "pending")
+_o = t.outbox.c
+_BACKLOG = select(func.count().label("n"), func.min(_o.created_us).label("oldest")).where(
+    _o.state == "pending"
+)  # ix_outbox_state_created
+_DEAD = select(func.count()).select_from(t.outbox).where(_o.state == "dead")
+_FAILING = select(t.webhooks.c.id, t.webhooks.c.consecutive_failures).where(
+    t.webhooks.c.consecutive_failures > 0
+)
 # Leases in flight: an abandoned lease past its expiry is not (ix_ledger_lease).
 _EXECUTING = (
     select(func.count())
@@ -157,9 +164,14 @@ class SqlStats:
                 del by_status[HoldStatus.HELD.value]
             expired = HoldStatus.EXPIRED.value
             by_status[expired] = by_status.get(expired, 0) + int(overdue)
+        backlog = self._db.rows(_BACKLOG)[0]
+        failing = self._db.rows(_FAILING)
         return Gauges(
             holds_by_status=by_status,
-            outbox_backlog=int(self._db.scalars(_BACKLOG)[0]),
+            outbox_backlog=int(backlog["n"]),
             oldest_overdue=opt_from_us(oldest),
             executing=int(self._db.scalars(_EXECUTING, {"now": to_us(now)})[0]),
+            oldest_pending_event=opt_from_us(backlog["oldest"]),
+            dead_events=int(self._db.scalars(_DEAD)[0]),
+            failing_subscriptions={str(r["id"]): int(r["consecutive_failures"]) for r in failing},
         )

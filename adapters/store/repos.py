@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
@@ -10,16 +9,15 @@ from types import TracebackType
 from sqlalchemy import Connection, bindparam, insert, select, text, union, update
 
 from slotward.adapters.store import tables as t
+from slotward.adapters.store.delivery_repos import SqlDeliveries
 from slotward.adapters.store.hold_repo import SqlHolds
 from slotward.adapters.store.instants import from_us, to_us
 from slotward.adapters.store.ledger_repo import SqlLedger
 from slotward.adapters.store.ops_repos import SqlStats, SqlWorkflows
+from slotward.adapters.store.outbox_repo import SqlOutbox
 from slotward.adapters.store.runner import Row, Runner, runner_for
-from slotward.engine.model import (
-    AuditEntry,
-    OutboxEvent,
-    Principal,
-)
+from slotward.adapters.store.webhook_repos import SqlLeases, SqlWebhooks
+from slotward.engine.model import AuditEntry, Principal
 from slotward.engine.rules.audit import GENESIS
 
 __all__ = ["SqlUnitOfWork", "audit_from_row"]
@@ -42,7 +40,6 @@ _HEAD_MOVE = (
     .where(t.audit_heads.c.tenant == bindparam("for_tenant"))
     .values(seq=bindparam("v_seq"), hash=bindparam("v_hash"))
 )
-_OUTBOX_ADD = insert(t.outbox)
 _TENANT_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:tenant, 0))")
 _KEY_REVOKE = (
     update(t.api_keys)
@@ -193,28 +190,6 @@ class SqlAudit:
         return sorted(r["tenant"] for r in self._db.dynamic(q))
 
 
-class SqlOutbox:
-    def __init__(self, db: Runner) -> None:
-        self._db = db
-
-    def add(self, event: OutboxEvent) -> None:
-        created = to_us(event.created_at)
-        self._db.put(
-            _OUTBOX_ADD,
-            {
-                "id": event.id,
-                "tenant": event.tenant,
-                "type": event.type,
-                "hold_id": event.hold_id,
-                "payload": json.dumps(event.payload, separators=(",", ":")),
-                "state": "pending",
-                "attempts": 0,
-                "created_us": created,
-                "next_attempt_us": created,
-            },
-        )
-
-
 def _principal(row: Row) -> Principal:
     return Principal(row["tenant"], row["agent_id"], row["role"], row["priority"])
 
@@ -268,6 +243,9 @@ class SqlUnitOfWork:
         self.directory = SqlDirectory(db)
         self.audit = SqlAudit(db)
         self.outbox = SqlOutbox(db)
+        self.deliveries = SqlDeliveries(db)
+        self.webhooks = SqlWebhooks(db)
+        self.leases = SqlLeases(db)
         self.keys = SqlKeys(db)
         self.workflows = SqlWorkflows(db)
         self.stats = SqlStats(db)

@@ -26,6 +26,16 @@ from slotward.api.http.other_handlers import (
 )
 from slotward.api.http.routes import Param, Route
 from slotward.api.http.telemetry import metrics_handler
+from slotward.api.http.webhook_handlers import (
+    create_webhook,
+    delete_webhook,
+    list_events,
+    list_webhooks,
+    read_event,
+    read_webhook,
+    redrive_event,
+    rotate_webhook,
+)
 from slotward.api.http.workflow_handlers import workflow_handler
 from slotward.engine.rules.shapes import Field
 from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS, TOOLS
@@ -35,6 +45,10 @@ __all__ = ["ROUTES"]
 _ID = Param("hold_id", "path", required=True)
 _KEY = Param("key", "path", required=True, description="The key as answered in Idempotency-Key")
 _WRITE = {409: s.CONFLICT, 422: None, 401: None, 403: None}
+_WEBHOOK = Param("webhook_id", "path", required=True)
+_EVENT = Param("event_id", "path", required=True)
+_ADMIN = {401: None, 403: None}
+_CURSOR = Param("cursor", description="the next_cursor of the previous page")
 # GET /v1/availability takes find_free_slots' arguments as its query; without a
 # duration it answers only the busy intervals and free gaps.
 _AVAILABILITY = tuple(
@@ -138,6 +152,57 @@ ROUTES: tuple[Route, ...] = (
             ),
         ),
         tag="audit",
+    ),
+    Route(
+        "POST", "/v1/webhooks", create_webhook, "createWebhook",
+        "Subscribe a URL to the tenant's events (admin); the answer shows the secret once",
+        request=s.WEBHOOK_CREATE, responses={201: s.WEBHOOK_CREATED, 422: None, **_ADMIN},
+        tag="webhooks",
+    ),
+    Route(
+        "GET", "/v1/webhooks", list_webhooks, "listWebhooks",
+        "The tenant's webhook subscriptions, never a secret (admin)",
+        responses={200: s.WEBHOOK_LIST, **_ADMIN},
+        params=(_CURSOR, Param("limit", schema=Field("limit", "integer", minimum=1, maximum=200))),
+        tag="webhooks",
+    ),
+    Route(
+        "GET", "/v1/webhooks/{webhook_id}", read_webhook, "getWebhook",
+        "Read a webhook subscription (admin)",
+        responses={200: s.WEBHOOK, 404: None, **_ADMIN}, params=(_WEBHOOK,), tag="webhooks",
+    ),
+    Route(
+        "POST", "/v1/webhooks/{webhook_id}/rotate", rotate_webhook, "rotateWebhook",
+        "A new signing secret, shown once; the old one signs beside it for overlap_hours (admin)",
+        request=s.WEBHOOK_ROTATE,
+        responses={200: s.WEBHOOK_CREATED, 404: None, 422: None, **_ADMIN},
+        params=(_WEBHOOK,), body_optional=True, tag="webhooks",
+    ),
+    Route(
+        "DELETE", "/v1/webhooks/{webhook_id}", delete_webhook, "deleteWebhook",
+        "Delete a webhook subscription and its undelivered deliveries (admin)",
+        responses={204: None, 404: None, **_ADMIN}, params=(_WEBHOOK,), tag="webhooks",
+    ),
+    Route(
+        "GET", "/v1/outbox", list_events, "listOutbox",
+        "The tenant's outbox events with their deliveries and attempts (admin)",
+        responses={200: s.OUTBOX_LIST, 422: None, **_ADMIN},
+        params=(
+            Param("state", schema=Field("state", "string", enum=("pending", "delivered", "dead"))),
+            _CURSOR, Param("limit", schema=Field("limit", "integer", minimum=1, maximum=100)),
+        ),
+        tag="webhooks",
+    ),
+    Route(
+        "GET", "/v1/outbox/{event_id}", read_event, "getOutboxEvent",
+        "Read an outbox event, its deliveries and their attempts (admin)",
+        responses={200: s.OUTBOX_EVENT, 404: None, **_ADMIN}, params=(_EVENT,), tag="webhooks",
+    ),
+    Route(
+        "POST", "/v1/outbox/{event_id}/redrive", redrive_event, "redriveOutboxEvent",
+        "Send an event's dead deliveries again from the first attempt (admin)",
+        responses={200: s.OUTBOX_EVENT, 404: None, 409: None, **_ADMIN}, params=(_EVENT,),
+        tag="webhooks",
     ),
     Route(
         "GET", "/healthz", health_handler, "health", "Liveness", responses={200: s.HEALTH},

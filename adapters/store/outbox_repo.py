@@ -1,0 +1,147 @@
+"""The outbox over one synchronous SQLAlchemy Core connection.
+
+An event is written in the transaction of the change it announces, then fanned
+out by the relay into deliveries (adapters/store/delivery_repos.py) and settled
+from them. Statements are built once, at import (see hold_repo.py); on SQLite
+``FOR UPDATE SKIP LOCKED`` renders as nothing, and one relay runs at a time
+(it holds the "relay" lease).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection, Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import bindparam, case, delete, exists, insert, select, update
+from sqlalchemy.sql.elements import BindParameter
+
+from slotward.adapters.store import tables as t
+from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
+from slotward.adapters.store.runner import Row, Runner
+from slotward.engine.model import DeliveryState, OutboxEvent
+
+__all__ = ["SqlOutbox", "event_from_row"]
+
+_o = t.outbox.c
+_d = t.deliveries.c
+_IDS: BindParameter[Any] = bindparam("ids", expanding=True)
+
+_ADD = insert(t.outbox)
+_UNFANNED = (
+    select(t.outbox)
+    .where(_o.fanned.is_(False))
+    .order_by(_o.created_us, _o.id)
+    .limit(bindparam("limit"))
+    .with_for_update(skip_locked=True)  # two relays never fan out one event
+)
+_MARK_FANNED = update(t.outbox).where(_o.id.in_(_IDS)).values(fanned=True)
+
+
+def _any(state: str) -> object:
+    return exists().where(_d.event_id == _o.id, _d.state == state)
+
+
+# The event's state from its deliveries: pending while any is, then dead if
+# any is, else delivered (none at all included). An UPDATE's right-hand sides
+# all see the row as it was, so ``settled_us`` compares with the old state.
+_SETTLED_STATE = case(
+    (_any("pending"), "pending"),  # type: ignore[arg-type]
+    (_any("dead"), "dead"),  # type: ignore[arg-type]
+    else_="delivered",
+)
+_SETTLE = (
+    update(t.outbox)
+    .where(_o.id.in_(_IDS), _o.fanned.is_(True))
+    .values(
+        state=_SETTLED_STATE,
+        settled_us=case(
+            (_SETTLED_STATE == "pending", None),
+            (_o.state != _SETTLED_STATE, bindparam("now")),
+            else_=_o.settled_us,
+        ),
+    )
+)
+_GET = select(t.outbox).where(_o.id == bindparam("id"), _o.tenant == bindparam("tenant"))
+_PURGEABLE = (
+    select(_o.id)
+    .where(_o.state == "delivered", _o.settled_us < bindparam("before"))
+    .order_by(_o.settled_us, _o.id)
+    .limit(bindparam("limit"))
+)
+_PURGE_ATTEMPTS = delete(t.delivery_attempts).where(
+    t.delivery_attempts.c.delivery_id.in_(select(_d.id).where(_d.event_id.in_(_IDS)))
+)
+_PURGE_DELIVERIES = delete(t.deliveries).where(_d.event_id.in_(_IDS))
+_PURGE_EVENTS = delete(t.outbox).where(_o.id.in_(_IDS))
+
+
+def event_from_row(r: Row) -> OutboxEvent:
+    return OutboxEvent(
+        id=r["id"],
+        tenant=r["tenant"],
+        type=r["type"],
+        created_at=from_us(r["created_us"]),
+        payload=json.loads(r["payload"]),
+        hold_id=r["hold_id"],
+        seq=r["seq"],
+        state=r["state"],
+        fanned=bool(r["fanned"]),
+        settled_at=opt_from_us(r["settled_us"]),
+    )
+
+
+class SqlOutbox:
+    def __init__(self, db: Runner) -> None:
+        self._db = db
+
+    def add(self, event: OutboxEvent) -> None:
+        self._db.put(
+            _ADD,
+            {
+                "id": event.id,
+                "tenant": event.tenant,
+                "type": event.type,
+                "hold_id": event.hold_id,
+                "payload": json.dumps(event.payload, separators=(",", ":")),
+                "state": event.state,
+                "created_us": to_us(event.created_at),
+                "seq": event.seq,
+                "fanned": event.fanned,
+                "settled_us": opt_to_us(event.settled_at),
+            },
+        )
+
+    def unfanned(self, limit: int) -> list[OutboxEvent]:
+        return [event_from_row(r) for r in self._db.rows(_UNFANNED, {"limit": limit})]
+
+    def mark_fanned(self, event_ids: Sequence[str]) -> None:
+        if event_ids:
+            self._db.put(_MARK_FANNED, {"ids": list(event_ids)})
+
+    def settle(self, event_ids: Collection[str], now: datetime) -> None:
+        if event_ids:  # not put aside: it must see the deliveries' writes before it
+            self._db.write(_SETTLE, {"ids": sorted(event_ids), "now": to_us(now)})
+
+    def get(self, tenant: str, event_id: str) -> OutboxEvent | None:
+        row = self._db.first(_GET, {"id": event_id, "tenant": tenant})
+        return None if row is None else event_from_row(row)
+
+    def search(
+        self, tenant: str, state: DeliveryState | None, after_id: str | None, limit: int
+    ) -> list[OutboxEvent]:
+        q = select(t.outbox).where(_o.tenant == tenant).order_by(_o.id).limit(limit)
+        if state is not None:
+            q = q.where(_o.state == state)
+        if after_id is not None:
+            q = q.where(_o.id > after_id)
+        return [event_from_row(r) for r in self._db.dynamic(q)]
+
+    def purge_delivered(self, before: datetime, limit: int) -> int:
+        ids = self._db.scalars(_PURGEABLE, {"before": to_us(before), "limit": limit})
+        if not ids:
+            return 0
+        self._db.write(_PURGE_ATTEMPTS, {"ids": ids})
+        self._db.write(_PURGE_DELIVERIES, {"ids": ids})
+        return self._db.write(_PURGE_EVENTS, {"ids": ids})

@@ -63,10 +63,15 @@ class Relayed:
         """The outbox's events in ``states`` (all of them by default)."""
         found: list[dict[str, Any]] = []
         for state in states or STATES:
-            listed = await self.admin.get(f"/v1/outbox?state={state}")
-            assert listed.status == 200, listed.json
-            found += listed.json["items"]
-            assert all(e["state"] == state for e in listed.json["items"])
+            cursor = ""
+            while True:  # page by page (at most 100 a page)
+                listed = await self.admin.get(f"/v1/outbox?state={state}&limit=100{cursor}")
+                assert listed.status == 200, listed.json
+                found += listed.json["items"]
+                assert all(e["state"] == state for e in listed.json["items"])
+                if not listed.json["next_cursor"]:
+                    break
+                cursor = f"&cursor={listed.json['next_cursor']}"
         return found
 
     async def event(self, event_id: str) -> dict[str, Any]:

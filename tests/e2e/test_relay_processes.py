@@ -153,10 +153,16 @@ class Cluster:
         return str(doc["id"])
 
     async def events(self, served: Served, state: str) -> list[dict[str, Any]]:
-        status, doc = await self.call(served, "GET", f"/v1/outbox?state={state}", admin=True)
-        assert status == 200, doc
-        items: list[dict[str, Any]] = doc["items"]
-        return items
+        items: list[dict[str, Any]] = []
+        cursor = ""
+        while True:  # page by page (at most 100 a page)
+            path = f"/v1/outbox?state={state}&limit=100{cursor}"
+            status, doc = await self.call(served, "GET", path, admin=True)
+            assert status == 200, doc
+            items += doc["items"]
+            if not doc["next_cursor"]:
+                return items
+            cursor = f"&cursor={doc['next_cursor']}"
 
     async def settled(self, served: Served) -> bool:
         return not await self.events(served, "pending")

@@ -55,8 +55,8 @@ class _Receiver:
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
-        self.count += 1
         if self.record:
+            self.count += 1
             now = time.time()
             hold_id = str(json.loads(body)["data"]["id"])
             self.arrivals.setdefault(hold_id, now)
@@ -127,7 +127,9 @@ async def _measure(
             await _subscribe(session, base, admin, target)
             pids = await _server_pids(session, base)
             cpu = _cpu_seconds(pids)
+            started = time.perf_counter()
             returned, errors = await _create(session, base, agents, n, settings.seconds)
+            creating = time.perf_counter() - started
             await _wait_delivered(receiver, returned, settings.seconds)
             server_cpu = _cpu_seconds(pids) - cpu
             receiver.record = False
@@ -135,7 +137,7 @@ async def _measure(
     finally:
         await runner.cleanup()
     return {"receiver": receiver, "returned": returned, "errors": errors, "bare": bare,
-            "server_cpu": server_cpu, "pids": pids}  # fmt: skip
+            "server_cpu": server_cpu, "pids": pids, "creating": creating}  # fmt: skip
 
 
 async def _subscribe(session: aiohttp.ClientSession, base: str, key: str, url: str) -> None:
@@ -241,6 +243,9 @@ def _results(
     # One answer per event counted; a redelivery (at least once) is counted apart.
     mine = _result("relay", len(arrived), window, lags, errors, settings, {"200": len(arrived)})
     mine.extra["events"] = len(returned)
+    # The relay can deliver no faster than the holds are created: this says whether it kept up.
+    creating = measured["creating"]
+    mine.extra["creates_per_s"] = round(len(returned) / creating, 1) if creating > 0 else 0.0
     mine.extra["lag_p50_ms"], mine.extra["lag_p99_ms"] = mine.p50_ms, mine.p99_ms
     mine.extra["duplicates"] = receiver.count - len(receiver.requests)
     if arrived:

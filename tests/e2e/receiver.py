@@ -27,6 +27,9 @@ from aiohttp import web
 from standardwebhooks import Webhook
 from standardwebhooks.webhooks import WebhookVerificationError
 
+from slotward.api.config import Config
+from slotward.api.http.edges import build_runner
+
 __all__ = ["Arrival", "Gate", "Hang", "Receiver", "Reply", "eventually", "verifies",
            "wait_until"]  # fmt: skip
 
@@ -109,7 +112,7 @@ class Receiver:
         self.arrivals: list[Arrival] = []  # each once answered (or given up)
         self.in_flight = 0  # requests arrived and not yet answered
         self._script: deque[Step] = deque()
-        self._runner: web.AppRunner | None = None
+        self._runner: web.BaseRunner | None = None
         self._gates: list[Gate] = []
         self._hold_all: Gate | None = None
         self.port = 0
@@ -127,8 +130,9 @@ class Receiver:
         """Listen, on the port it had before if it had one (it came back)."""
         app = web.Application()
         app.router.add_route("*", "/{tail:.*}", self._handle)
-        # A short shutdown: a stop must not wait for a hanging request to finish.
-        runner = web.AppRunner(app, shutdown_timeout=0.5, handle_signals=False)
+        # Served as slotward serves (its edge); a short shutdown: a stop must not
+        # wait for a hanging request to finish.
+        runner = build_runner(app, Config(), shutdown_timeout=0.5)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", self.port, reuse_address=True)
         await site.start()

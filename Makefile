@@ -33,7 +33,8 @@ test: lint typecheck
 # `postgres`). Under 3 minutes; `make test` runs everything.
 check: lint typecheck
 	$(BIN)/pytest -q tests/unit tests/test_architecture.py tests/test_service_layer.py \
-		tests/test_tool_registry.py tests/test_docs_architecture.py tests/contract \
+		tests/test_tool_registry.py tests/test_docs_architecture.py tests/test_outbound_http.py \
+		tests/contract \
 		-k "not (contract and postgres)"
 
 clean:

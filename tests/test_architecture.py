@@ -270,6 +270,16 @@ def test_the_tenant_lock_rule_catches_a_write_without_it() -> None:
     assert rules.commits_without_tenant_lock(ast.parse(bare)) == ["f"]
     assert rules.commits_without_tenant_lock(ast.parse(locked)) == []
     assert rules.commits_without_tenant_lock(ast.parse(nested)) == ["f", "g"]
+    excused = (
+        'def f(work: UnitOfWork):\n    """Do it.\n\n    No tenant lock: a lease row."""\n'
+        "    with work:\n        work.commit()\n"
+    )
+    mentioned = (
+        'def f(work: UnitOfWork):\n    """Takes no tenant lock: why not."""\n'
+        "    with work:\n        work.commit()\n"
+    )
+    assert rules.commits_without_tenant_lock(ast.parse(excused)) == []
+    assert rules.commits_without_tenant_lock(ast.parse(mentioned)) == ["f"]
 
 
 @pytest.mark.parametrize(

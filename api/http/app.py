@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator, Callable
 
 from aiohttp import web
 
+from slotward.adapters.webhooks.sender import WebhookSender
 from slotward.api.bootstrap import Services
 from slotward.api.config import Config
 from slotward.api.http.context import SERVICES
@@ -20,7 +21,6 @@ from slotward.api.http.problems import problem_middleware
 from slotward.api.http.routes import Handler, Route
 from slotward.api.http.table import ROUTES
 from slotward.api.http.telemetry import observe_middleware
-from slotward.adapters.webhooks.sender import WebhookSender
 from slotward.api.workers.relay import Relay
 from slotward.api.workers.sweeper import sweep_forever
 

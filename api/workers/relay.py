@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import random
@@ -98,6 +99,16 @@ class Relay:
         until = self._lease_until
         return until is not None and until > self._svc.clock.now()
 
+    @property
+    def busy(self) -> bool:
+        """Sends in flight, or outcomes not yet recorded."""
+        return bool(self._flights or self._done)
+
+    async def settle(self) -> None:
+        """Wait for the sends in flight (each bounded by the timeout)."""
+        if self._flights:
+            await asyncio.wait([f.task for f in self._flights.values()])
+
     async def run_forever(self) -> None:
         try:
             while True:
@@ -157,7 +168,7 @@ class Relay:
     def _launch(self, claim: Claim) -> None:
         task = asyncio.create_task(self._send(claim))
         self._flights[claim.delivery.id] = _Flight(claim, task)
-        task.add_done_callback(lambda t, key=claim.delivery.id: self._landed(key, t))
+        task.add_done_callback(functools.partial(self._landed, claim.delivery.id))
 
     def _landed(self, key: str, task: asyncio.Task[Result]) -> None:
         self._flights.pop(key, None)

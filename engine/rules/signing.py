@@ -89,7 +89,8 @@ def verify(
     JSON document no longer matches). Refused: a missing ``webhook-id``,
     ``webhook-timestamp`` or ``webhook-signature``; a timestamp that is not an
     integer or is more than ``tolerance_seconds`` away from ``now`` (a
-    replayed old delivery); no ``v1`` signature matching ``secret``. During a
+    replayed old delivery; ``now`` is an aware datetime, the system clock when
+    None); no ``v1`` signature matching ``secret``. During a
     rotation the header carries one signature per live secret, so either the
     old or the new secret verifies.
 
@@ -107,6 +108,8 @@ def verify(
             ...
             return web.Response(status=204)
     """
+    if now is not None and now.tzinfo is None:
+        raise ValueError("now must be a timezone-aware datetime")
     try:
         key = secret_bytes(secret)
     except ValueError as exc:

@@ -99,15 +99,18 @@ def _host(parts: SplitResult) -> str:
     if host == "":
         raise _invalid("the URL has no host")
     try:
-        return str(ipaddress.IPv4Address(host))
-    except ValueError:
-        pass
-    if _NUMERIC_LABEL.fullmatch(host.rstrip(".").rsplit(".", 1)[-1]):
-        raise _invalid("a numeric host is a dotted-quad IPv4 address (like 192.0.2.1)")
-    try:
-        return idna.encode(host, uts46=True).decode("ascii").lower()
+        # UTS #46 maps width variants (fullwidth digits among them) before the
+        # numeric checks below, so they judge the name a resolver will see.
+        name = idna.encode(host, uts46=True).decode("ascii").lower()
     except idna.IDNAError:
         raise _invalid("the URL's host is not a valid domain name") from None
+    try:
+        return str(ipaddress.IPv4Address(name))
+    except ValueError:
+        pass
+    if _NUMERIC_LABEL.fullmatch(name.rstrip(".").rsplit(".", 1)[-1]):
+        raise _invalid("a numeric host is a dotted-quad IPv4 address (like 192.0.2.1)")
+    return name
 
 
 def _port(parts: SplitResult) -> int:

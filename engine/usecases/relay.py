@@ -84,7 +84,10 @@ class Recorded:
 def take_relay_lease(
     uow: UnitOfWork, clock: Clock, owner: str, ttl: timedelta, name: str = RELAY_LEASE
 ) -> bool:
-    """Take or renew the relay lease for ``owner``; False while another holds it."""
+    """Take or renew the relay lease for ``owner``; False while another holds it.
+
+    No tenant lock: the lease belongs to the store, not to a tenant.
+    """
     with uow:
         now = clock.now()
         taken = uow.leases.take(name, owner, now, now + ttl)
@@ -93,6 +96,10 @@ def take_relay_lease(
 
 
 def drop_relay_lease(uow: UnitOfWork, owner: str, name: str = RELAY_LEASE) -> None:
+    """Give the relay lease back (a clean stop), so another process need not wait it out.
+
+    No tenant lock: the lease belongs to the store, not to a tenant.
+    """
     with uow:
         uow.leases.drop(name, owner)
         uow.commit()
@@ -109,19 +116,24 @@ def claim_work(
     """Fan new events out to their subscriptions, then claim up to ``limit`` due deliveries.
 
     One transaction: a fanned-out event's first delivery is claimable at once.
+    The events' tenants are locked (in order) before their subscriptions are
+    read, so a subscription deleted meanwhile (which takes its tenant's lock)
+    gets no delivery after its deletion.
     """
     with uow:
+        events = uow.outbox.unfanned(FAN_OUT_BATCH)
+        for tenant in sorted({e.tenant for e in events}):
+            uow.lock_tenant(tenant)
         now = clock.now()
-        fanned = _fan_out(uow, ids, now)
+        _fan_out(uow, ids, events, now)
         claims = uow.deliveries.claim(owner, now, now + lease, limit) if limit > 0 else []
         uow.commit()
-        return Work(claims, fanned)
+        return Work(claims, len(events))
 
 
-def _fan_out(uow: UnitOfWork, ids: IdGenerator, now: datetime) -> int:
-    events = uow.outbox.unfanned(FAN_OUT_BATCH)
+def _fan_out(uow: UnitOfWork, ids: IdGenerator, events: list[OutboxEvent], now: datetime) -> None:
     if not events:
-        return 0
+        return
     by_tenant: dict[str, list[Subscription]] = {}
     for sub in uow.webhooks.active({e.tenant for e in events}):
         by_tenant.setdefault(sub.tenant, []).append(sub)
@@ -136,7 +148,6 @@ def _fan_out(uow: UnitOfWork, ids: IdGenerator, now: datetime) -> int:
     fanned = [e.id for e in events]
     uow.outbox.mark_fanned(fanned)
     uow.outbox.settle(fanned, now)  # an event no subscription wants is delivered now
-    return len(events)
 
 
 def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, now: datetime) -> Delivery:
@@ -303,7 +314,11 @@ def _disable(
 
 
 def purge_delivered(uow: UnitOfWork, clock: Clock, retention: timedelta, limit: int) -> int:
-    """Delete up to ``limit`` events delivered longer than ``retention`` ago."""
+    """Delete up to ``limit`` events delivered longer than ``retention`` ago.
+
+    No tenant lock: a delivered event is settled for good; nothing of a
+    tenant's (its chain, its holds, a re-drive) reads or changes it again.
+    """
     with uow:
         purged = uow.outbox.purge_delivered(clock.now() - retention, limit)
         uow.commit()

@@ -180,6 +180,7 @@ def test_apply(state: str, event: str, outcome: Outcome) -> None:
     assert moved.status_at(NOW) is outcome.to
     assert moved.token == TOKEN + (1 if outcome.bumps else 0)
     assert moved.updated_at == NOW
+    assert moved.event_seq == hold.event_seq + 1  # one event announces each change
     if outcome.to is C:
         assert moved.committed_at == NOW
     else:
@@ -196,6 +197,7 @@ def test_apply(state: str, event: str, outcome: Outcome) -> None:
         updated_at=hold.updated_at,
         committed_at=hold.committed_at,
         preempted_by=hold.preempted_by,
+        event_seq=hold.event_seq,
     )
     assert unchanged == hold
 

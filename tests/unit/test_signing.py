@@ -189,3 +189,9 @@ def test_a_malformed_secret_does_not_verify() -> None:
 def test_signing_needs_a_secret() -> None:
     with pytest.raises(ValueError, match="at least one secret"):
         signature_header([], MSG, STAMP, BODY)
+
+
+def test_a_naive_now_is_refused() -> None:
+    secret = _secret()
+    with pytest.raises(ValueError, match="timezone-aware"):
+        verify(secret, _headers([secret]), BODY, now=NOW.replace(tzinfo=None))

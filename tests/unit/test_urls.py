@@ -18,6 +18,8 @@ from slotward.engine.rules.urls import MAX_URL, Target, parse_target, refusal
         ("HTTPS://Hooks.EXAMPLE.com/", ("https", "hooks.example.com", 443)),
         ("http://bücher.example/", ("http", "xn--bcher-kva.example", 80)),
         ("http://192.0.2.7:81/", ("http", "192.0.2.7", 81)),
+        ("http://１９２.０.２.７/", ("http", "192.0.2.7", 80)),  # fullwidth: the same address
+        ("http://１２７。０。０。１/", ("http", "127.0.0.1", 80)),  # judged as 127.0.0.1
         ("http://[2001:DB8::1]/", ("http", "2001:db8::1", 80)),
         ("https://[::ffff:127.0.0.1]:8443/", ("https", "::ffff:7f00:1", 8443)),
         ("http://localhost:3000/hook", ("http", "localhost", 3000)),
@@ -59,6 +61,7 @@ def test_a_url_is_taken_apart(url: str, target: tuple[str, str, int]) -> None:
         ("http://2130706433/", "numeric host"),
         ("http://0177.0.0.1/", "numeric host"),
         ("http://1.2.3.4.5/", "numeric host"),
+        ("http://１２７.１/", "numeric host"),  # fullwidth digits map to 127.1
         ("http://under_score.example/", "domain name"),
         ("http://-lead.example/", "domain name"),
         ("http://" + "a" * 64 + ".example/", "domain name"),

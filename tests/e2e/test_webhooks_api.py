@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from slotward.engine.codes import CODES
+from slotward.engine.model import Role
 from tests.e2e.conftest import Answer, Client, Server
 from tests.e2e.test_openapi import conform
 
@@ -180,8 +181,9 @@ async def test_only_admin_keys_may_use_it(server: Server) -> None:
     admin = await _admin(server)
     sub_id = (await admin.post("/v1/webhooks", HOOK)).json["id"]
     before = _stored(server)
-    for role in ("agent", "reviewer"):
-        key = await server.key(agent=role, role=role)  # type: ignore[arg-type]
+    roles: tuple[Role, ...] = ("agent", "reviewer")
+    for role in roles:
+        key = await server.key(agent=role, role=role)
         for answer in (
             await key.post("/v1/webhooks", HOOK),
             await key.get("/v1/webhooks"),

@@ -16,7 +16,7 @@ __all__ = ["ABOUT", "add_bench_parser", "run_bench"]
 ABOUT = """\
 Measure slotward against baselines measured in the same run, and check it.
 
-    slotward bench baseline|throughput|replay|race|scale|waiters
+    slotward bench baseline|throughput|replay|race|scale|waiters|relay
         [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]
@@ -39,6 +39,7 @@ _COMMANDS = {
     "race": "many agents racing for a few slots; checks every invariant",
     "scale": "claim latency with many stored holds",
     "waiters": "another tenant's create latency with and without duplicates waiting (wait_ms)",
+    "relay": "webhook deliveries per second against a bare client, and commit-to-delivery lag",
 }
 
 
@@ -163,6 +164,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
         from slotward.benchmarks.race import race
 
         return race(settings, agents=args.agents, slots=args.slots, seed=args.seed)
+    if args.bench == "relay":
+        from slotward.benchmarks.relay import relay
+
+        return relay(settings)
     if args.bench == "waiters":
         from slotward.benchmarks.waiters import waiters
 

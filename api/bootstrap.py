@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from slotward.adapters.store.postgres.notify import PgSignals
 from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.adapters.webhooks.guard import UrlGuard
 from slotward.api.completions import Completions
 from slotward.api.config import Config
 from slotward.api.inflight import InFlight
@@ -25,12 +25,6 @@ from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
 from slotward.engine.rules.policy import Policy
 from slotward.engine.usecases.executions import settled
-
-if TYPE_CHECKING:
-    # adapters/webhooks/guard.py also holds the connection's aiohttp resolver:
-    # imported where the services are built, not where the service layer loads
-    # (tests/test_service_layer.py: api/service.py loads without aiohttp).
-    from slotward.adapters.webhooks.guard import UrlGuard
 
 __all__ = ["Services", "bootstrap", "migrate", "open_store"]
 
@@ -74,8 +68,6 @@ async def bootstrap(
     ids: IdGenerator | None = None,
 ) -> Services:
     """Wire the adapters into the engine; tests pass their own clock or store."""
-    from slotward.adapters.webhooks.guard import UrlGuard  # here, not at the top: see there
-
     chosen = store if store is not None else await open_store(config)
     clock = clock or SystemClock()
     ids = ids or TimeOrderedIds()

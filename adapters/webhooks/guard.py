@@ -2,7 +2,8 @@
 
 A URL is checked twice: when a subscription names it (``UrlGuard.check``, a
 clear 422 ``url_not_allowed``) and at every delivery, because DNS can change.
-At delivery the check is the connection's own resolver (``GuardedResolver``):
+At delivery the check is the connection's own resolver (adapters/webhooks/
+resolver.py's ``GuardedResolver``, kept apart so this module loads no aiohttp):
 the addresses aiohttp connects to are the addresses that were checked, so a
 name that answers a public address to the check and a private one to the
 connect (DNS rebinding) has no window between the two.
@@ -16,18 +17,15 @@ import socket
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from aiohttp.abc import AbstractResolver, ResolveResult
-
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.rules.urls import Address, parse_target, refusal
 
-__all__ = ["GuardedResolver", "RefusedAddress", "Resolve", "UrlGuard"]
+__all__ = ["Resolve", "UrlGuard"]
 
 Resolve = Callable[[str, int], Awaitable[list[str]]]
 """host, port -> the IP addresses it resolves to, as strings."""
 
 _HINT: Final = "set SLOTWARD_ALLOW_PRIVATE_URLS=true to allow private and loopback targets"
-_NUMERIC: Final = socket.AI_NUMERICHOST | socket.AI_NUMERICSERV
 
 
 class UrlGuard:
@@ -73,51 +71,6 @@ class UrlGuard:
         if not self.allow_private and refusal(address, allow_private=True) is None:
             detail = f"{detail}; {_HINT}"
         raise ValidationFailed(detail, code="url_not_allowed")
-
-
-class RefusedAddress(OSError):
-    """A connection's host resolved to a refused address (the detail says which).
-
-    An OSError, so aiohttp reports it as a ``ClientConnectorDNSError`` and never
-    connects."""
-
-
-class GuardedResolver(AbstractResolver):
-    """An aiohttp resolver that hands the connector only addresses the guard allows.
-
-    aiohttp resolves no IP literal: a caller checks those itself first
-    (``UrlGuard.addresses``), as adapters/webhooks/sender.py does.
-    """
-
-    def __init__(self, guard: UrlGuard) -> None:
-        self._guard = guard
-
-    async def resolve(
-        self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_INET
-    ) -> list[ResolveResult]:
-        try:
-            addresses = await self._guard.addresses(host, port)
-        except ValidationFailed as exc:
-            raise RefusedAddress(exc.detail) from None
-        results: list[ResolveResult] = [
-            {
-                "hostname": host,
-                "host": str(address),
-                "port": port,
-                "family": socket.AF_INET if address.version == 4 else socket.AF_INET6,
-                "proto": socket.IPPROTO_TCP,
-                "flags": _NUMERIC,
-            }
-            for address in addresses
-        ]
-        if family in (socket.AF_INET, socket.AF_INET6):
-            results = [r for r in results if r["family"] == family]
-        if not results:
-            raise RefusedAddress(f"host {host!r} has no address of the family asked for")
-        return results
-
-    async def close(self) -> None:
-        return None
 
 
 def _literal(host: str) -> Address | None:

@@ -24,7 +24,8 @@ from urllib.parse import urlsplit
 import aiohttp
 from multidict import CIMultiDict
 
-from slotward.adapters.webhooks.guard import GuardedResolver, RefusedAddress, Resolve, UrlGuard
+from slotward.adapters.webhooks.guard import Resolve, UrlGuard
+from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.clock import SystemClock
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.ports import Clock

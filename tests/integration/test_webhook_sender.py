@@ -18,7 +18,8 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from slotward.adapters.webhooks import Outcome, UrlGuard, WebhookSender
+from slotward.adapters.webhooks.guard import UrlGuard
+from slotward.adapters.webhooks.sender import Outcome, WebhookSender
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import ValidationFailed
 

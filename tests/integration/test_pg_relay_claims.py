@@ -1,4 +1,5 @@
-"""Relays side by side on PostgreSQL: claims are disjoint, and one never committed is free.
+"""Relays side by side on PostgreSQL: claims are disjoint, one never committed is free,
+and one lease has one holder.
 
 Each relay is a unit of work of the SQL store on a connection of its own
 (psycopg, SQLAlchemy's runner: the asyncpg one is the contract suite's),
@@ -8,7 +9,9 @@ left open while the other claims, as two server processes would be.
 from __future__ import annotations
 
 import itertools
+import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
 import pytest
@@ -103,3 +106,18 @@ def test_unfanned_events_are_fanned_out_by_one_relay_each(engine: Engine) -> Non
         second = [e.id for e in b.outbox.unfanned(3)]
         assert first == ["evt_new_0", "evt_new_1", "evt_new_2"]
         assert second == ["evt_new_3"]
+
+
+def test_processes_taking_one_lease_at_once_have_one_winner(engine: Engine) -> None:
+    start = threading.Barrier(4)
+
+    def take(owner: str) -> bool:
+        with relay(engine) as (uow, _):
+            start.wait(timeout=10)
+            taken = uow.leases.take("relay", owner, NOW, at(5))
+            uow.commit()
+            return taken
+
+    with ThreadPoolExecutor(4) as pool:
+        won = list(pool.map(take, [f"proc-{n}" for n in range(4)]))
+    assert sorted(won) == [False, False, False, True]

@@ -21,8 +21,10 @@ writes is filled as the use cases fill it (see :mod:`.seed_plan` for the story,
   first ~13 h;
 - ``audit_log`` and ``audit_heads``: one hash chain over every event, in time
   order, that ``GET /v1/audit/verify`` accepts;
-- ``outbox``: one event per state change, left ``pending`` (nothing delivers
-  them yet, as in the service today).
+- ``outbox``: one event per state change, numbered per hold (``holds.event_seq``
+  is the last number), fanned out and delivered when written: what the relay
+  leaves of an event with no webhook subscription to send it to (none is
+  seeded), so a server started on the seeded store has no backlog to work off.
 
 Not seeded: ``api_keys`` (the benchmark makes its own), ``workflow_stats`` and
 ``workflow_replays`` (only replays write them). So for 1M holds there are about

@@ -47,7 +47,7 @@ COLUMNS: Final = {
     "holds": (
         "id", "tenant", "key", "workflow_id", "agent_id", "attendees", "start_us", "end_us",
         "title", "description", "priority", "status", "expires_us", "token", "intent_fp",
-        "created_us", "updated_us", "committed_us", "preempted_by", "audit_seq",
+        "created_us", "updated_us", "committed_us", "preempted_by", "audit_seq", "event_seq",
     ),
     "hold_attendees": ("hold_id", "attendee", "tenant", "start_us", "end_us", "active"),
     "ledger": (
@@ -60,8 +60,8 @@ COLUMNS: Final = {
         "hash",
     ),
     "outbox": (
-        "id", "tenant", "type", "hold_id", "payload", "state", "attempts", "created_us",
-        "next_attempt_us",
+        "id", "tenant", "type", "hold_id", "payload", "state", "created_us", "seq", "fanned",
+        "settled_us",
     ),
 }  # fmt: skip
 _CHECK_EVERY: Final = 4096
@@ -101,6 +101,7 @@ class _Static:
     description: str | None
     head: str  # its document up to the status value
     times: str  # from after the status to the updated_at value
+    events: int = 0  # its outbox events so far: the last one's seq
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -222,8 +223,12 @@ class SeedRows:
         self.head = (seq, digest)
         return seq
 
-    def _outbox(self, at: int, kind: str, hold_id: str, payload: str) -> None:
-        row = (self._new_id("evt", at), self.tenant, kind, hold_id, payload, "pending", 0, at, at)
+    def _outbox(self, at: int, kind: str, s: _Static, payload: str) -> None:
+        # Fanned out and delivered when it was written: a relay with no
+        # subscription to send it to, as the service leaves an event then.
+        s.events += 1
+        row = (self._new_id("evt", at), self.tenant, kind, s.id, payload, "delivered", at,
+               s.events, True, at)  # fmt: skip
         self._rows.tables["outbox"].append(row)
 
     def _ledger(
@@ -244,16 +249,17 @@ class SeedRows:
             tables["attendee_emails"].append((t, self.emails[h.attendee], att))
         h.seq = self._audit(h.created_us, agent, "hold.create", s.key, s.id, "fresh")
         status, token, updated, committed, by = self._final(h)
+        events = 1 + (h.committed_us is not None) + (h.ended_us is not None)  # one a change
         tables["holds"].append((
             s.id, t, s.key, s.workflow, agent, f'["{att}"]', h.start_us, h.end_us, s.title,
             s.description, priority, status, h.created_us + h.ttl_s * _S, token, s.intent_fp,
-            h.created_us, updated, committed, by, h.seq,
+            h.created_us, updated, committed, by, h.seq, events,
         ))  # fmt: skip
         active = status in ("held", "committed")
         tables["hold_attendees"].append((s.id, att, t, h.start_us, h.end_us, active))
         doc = self._document(s, h, ("held", 1, h.created_us, None, None))
         self._ledger(h.created_us, s.key, True, doc, s, TOOL, agent)
-        self._outbox(h.created_us, "hold.created", s.id, f'{{"hold":{doc}}}')
+        self._outbox(h.created_us, "hold.created", s, f'{{"hold":{doc}}}')
 
     def _move(self, kind: Kind, at: int, i: int, h: PlannedHold) -> None:
         s = self._static(i)
@@ -263,18 +269,18 @@ class SeedRows:
             doc = self._document(s, h, self._final(h))
         if kind is Kind.EXPIRE:
             self._audit(at, "system", "hold.expire", None, s.id, "expired")
-            self._outbox(at, "hold.expired", s.id, f'{{"hold":{doc}}}')
+            self._outbox(at, "hold.expired", s, f'{{"hold":{doc}}}')
         elif kind is Kind.PREEMPT:
             winner = self.plan.holds[h.winner or 0]
             self._audit(at, AGENTS[winner.agent][0], "hold.preempt", s.key, s.id, "preempted")
             by = self._static(h.winner or 0).id
-            self._outbox(at, "hold.preempted", s.id, f'{{"hold":{doc},"preempted_by":"{by}"}}')
+            self._outbox(at, "hold.preempted", s, f'{{"hold":{doc},"preempted_by":"{by}"}}')
         else:
             agent, action = AGENTS[h.agent][0], _ACTIONS[kind.value]
             key = "idem_" + _sha(f'{{"action":"{action}","parent":"{s.key}","v":1}}')
             self._audit(at, agent, f"hold.{action}", key, s.id, "fresh")
             self._ledger(at, key, False, doc, s, _TOOLS[kind.value], agent)
-            self._outbox(at, _EVENTS[kind.value], s.id, f'{{"hold":{doc}}}')
+            self._outbox(at, _EVENTS[kind.value], s, f'{{"hold":{doc}}}')
 
     def _final(self, h: PlannedHold) -> _State:
         """The hold as stored at the end: also its state right after its last event."""
@@ -326,6 +332,7 @@ def _check(b: SeedRows, s: _Static, kind: Kind, h: PlannedHold) -> None:
     extra = {"preempted_by": hold.preempted_by} if kind is Kind.PREEMPT else {}
     payload = json.dumps({"hold": doc, **extra}, separators=(",", ":"))
     found["event"] = (tables["outbox"][-1][4], payload)
+    found["event seq"] = (tables["outbox"][-1][7], hold.event_seq)
     if kind is Kind.CREATE:
         stored = tables["holds"][-1]
         final = hold if h.fate is Fate.HELD else None
@@ -334,7 +341,7 @@ def _check(b: SeedRows, s: _Static, kind: Kind, h: PlannedHold) -> None:
                          s.description, hold.priority))  # fmt: skip
         if final is not None:
             found["held hold"] = (stored[11:], ("held", to_us(final.expires_at), 1, s.intent_fp,
-                                  h.created_us, h.created_us, None, None, h.seq))  # fmt: skip
+                                  h.created_us, h.created_us, None, None, h.seq, 1))  # fmt: skip
     wrong = [name for name, (ours, engine) in found.items() if ours != engine]
     if wrong:
         raise RuntimeError(f"seeded {', '.join(wrong)} differ from the engine's at {audit}")
@@ -349,7 +356,7 @@ def _engine_hold(b: SeedRows, s: _Static, h: PlannedHold, kind: Kind) -> tuple[H
         attendees=(b.ids[h.attendee],), start=from_us(h.start_us), end=from_us(h.end_us),
         title=s.title, description=s.description, priority=priority, status=HoldStatus.HELD,
         expires_at=from_us(h.created_us + h.ttl_s * _S), token=1, intent_fp=s.intent_fp,
-        created_at=at, updated_at=at, audit_seq=h.seq,
+        created_at=at, updated_at=at, audit_seq=h.seq, event_seq=1,
     )  # fmt: skip
     if kind is Kind.CREATE:
         return hold, at

@@ -129,11 +129,13 @@ def _take(dialect: Any) -> Insert:
     stmt = dialect.insert(t.leases).values(
         name=bindparam("v_name"), owner=bindparam("v_owner"), until_us=bindparam("v_until")
     )
+    # RETURNING says whether it was taken: a row count of an upsert is not
+    # reported alike by every driver (psycopg's through SQLAlchemy: -1).
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=[_l.name],
         set_={"owner": stmt.excluded.owner, "until_us": stmt.excluded.until_us},
         where=or_(_l.until_us <= bindparam("w_now"), _l.owner == stmt.excluded.owner),
-    )
+    ).returning(_l.owner)
 
 
 _TAKE = {"sqlite": _take(sqlite), "postgresql": _take(postgresql)}
@@ -147,7 +149,7 @@ class SqlLeases:
 
     def take(self, name: str, owner: str, now: datetime, until: datetime) -> bool:
         params = {"v_name": name, "v_owner": owner, "v_until": to_us(until), "w_now": to_us(now)}
-        return self._db.write(self._take, params) == 1
+        return len(self._db.rows(self._take, params)) == 1
 
     def drop(self, name: str, owner: str) -> None:
         self._db.write(_DROP, {"name": name, "owner": owner})

@@ -10,9 +10,29 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from slotward.engine.model import AuditEntry, Hold, HoldStatus, LedgerRecord, OutboxEvent
+from slotward.engine.model import (
+    AuditEntry,
+    Delivery,
+    Hold,
+    HoldStatus,
+    LedgerRecord,
+    OutboxEvent,
+    SealedSecret,
+    Subscription,
+    SubscriptionStatus,
+)
 
-__all__ = ["MAX_HOLD", "NOW", "at", "entry", "event", "hold", "record"]
+__all__ = [
+    "MAX_HOLD",
+    "NOW",
+    "at",
+    "delivery",
+    "entry",
+    "event",
+    "hold",
+    "record",
+    "subscription",
+]
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 MAX_HOLD = timedelta(hours=24)  # the stores' look-back for overlaps (Policy's default)
@@ -101,5 +121,66 @@ def entry(seq: int, *, tenant: str = "acme", prev: str | None = None) -> AuditEn
     )
 
 
-def event(event_id: str, *, tenant: str = "acme") -> OutboxEvent:
-    return OutboxEvent(event_id, tenant, "hold.created", NOW, {"hold_id": "hold_1"}, "hold_1")
+def event(
+    event_id: str,
+    *,
+    tenant: str = "acme",
+    hold_id: str | None = "hold_1",
+    seq: int | None = 1,
+    created_at: datetime = NOW,
+    **changes: Any,
+) -> OutboxEvent:
+    """A pending event of ``hold_id`` (its ``seq``-th), not yet fanned out."""
+    made = OutboxEvent(
+        event_id, tenant, "hold.created", created_at, {"hold_id": hold_id}, hold_id, seq=seq
+    )
+    return replace(made, **changes)
+
+
+def subscription(
+    subscription_id: str,
+    *,
+    tenant: str = "acme",
+    status: SubscriptionStatus = "active",
+    **changes: Any,
+) -> Subscription:
+    """An active subscription to every hold event, with one current secret and one rotated out."""
+    made = Subscription(
+        id=subscription_id,
+        tenant=tenant,
+        url=f"https://hooks.example.com/{subscription_id}",
+        topics=("hold.*",),
+        description=None,
+        status="active",
+        secrets=(SealedSecret("sealed-current"), SealedSecret("sealed-old", at(60))),
+        created_at=NOW,
+        updated_at=NOW,
+    )
+    return replace(made, status=status, **changes)
+
+
+def delivery(
+    delivery_id: str,
+    event_id: str,
+    subscription_id: str,
+    *,
+    tenant: str = "acme",
+    hold_id: str | None = "hold_1",
+    seq: int | None = 1,
+    due: datetime = NOW,
+    **changes: Any,
+) -> Delivery:
+    """A pending delivery, due ``due``, never tried."""
+    made = Delivery(
+        id=delivery_id,
+        event_id=event_id,
+        subscription_id=subscription_id,
+        tenant=tenant,
+        hold_id=hold_id,
+        seq=seq,
+        state="pending",
+        attempts=0,
+        next_attempt_at=due,
+        created_at=NOW,
+    )
+    return replace(made, **changes)

@@ -19,7 +19,15 @@ from typing import Any
 import pytest
 from sqlalchemy import Executable
 
-from slotward.adapters.store import hold_repo, ledger_repo, ops_repos, repos
+from slotward.adapters.store import (
+    delivery_repos,
+    hold_repo,
+    ledger_repo,
+    ops_repos,
+    outbox_repo,
+    repos,
+    webhook_repos,
+)
 from slotward.adapters.store.runner import _plan
 from slotward.adapters.store.sqlite.store import SqliteStore
 
@@ -30,7 +38,8 @@ PARAMS: dict[str, Any] = {
     "ids": ["hold_a", "hold_b"], "id": "hold_a", "key": "idem_k", "fingerprint": "g" * 64,
     "emails": ["a@example.com"], "email": "a@example.com", "key_id": "key_a",
     "key_hash": "h", "limit": 100, "w_tenant": "acme", "w_workflow": "wf",
-    "w_since_us": 0, "w_before_us": 0,
+    "w_since_us": 0, "w_before_us": 0, "event_id": "evt_a", "subscription_id": "whk_a",
+    "tenants": ["acme", "other"],
 }  # fmt: skip
 
 # (statement, the index its plan must search). Writes are not listed: they
@@ -55,6 +64,26 @@ HOT: dict[str, tuple[Executable, str]] = {
     "workflow stats": (ops_repos._GET, "sqlite_autoindex_workflow_stats_1"),
     "replays per second": (ops_repos._R_SECONDS, "sqlite_autoindex_workflow_replays_1"),
     "replays since": (ops_repos._R_SUM, "sqlite_autoindex_workflow_replays_1"),
+    "events to fan out": (outbox_repo._UNFANNED, "ix_outbox_fanned_created"),
+    "event by id": (outbox_repo._GET, "sqlite_autoindex_outbox_1"),
+    "delivered events to purge": (outbox_repo._PURGEABLE, "ix_outbox_state_created"),
+    "outbox backlog": (ops_repos._BACKLOG, "ix_outbox_state_created"),
+    "dead events": (ops_repos._DEAD, "ix_outbox_state_created"),
+    "deliveries due": (delivery_repos._CLAIMABLE, "ix_deliveries_state_next"),
+    "an earlier delivery pending": (
+        delivery_repos._CLAIMABLE,
+        "ix_deliveries_subscription_hold_seq",
+    ),
+    "an earlier event unfanned": (delivery_repos._CLAIMABLE, "ix_outbox_hold_seq"),
+    "an event's deliveries": (delivery_repos._FOR_EVENT, "ux_deliveries_event_subscription"),
+    "a subscription's deliveries": (
+        delivery_repos._OF_SUBSCRIPTION,
+        "ix_deliveries_subscription_hold_seq",
+    ),
+    "a delivery's attempts": (delivery_repos._ATTEMPTS, "sqlite_autoindex_delivery_attempts_1"),
+    "a delivery's last attempt": (delivery_repos._LAST_N, "sqlite_autoindex_delivery_attempts_1"),
+    "active subscriptions": (webhook_repos._ACTIVE, "ix_webhooks_status_tenant"),
+    "subscription by id": (webhook_repos._GET, "sqlite_autoindex_webhooks_1"),
 }
 
 

@@ -136,6 +136,17 @@ def test_every_table_holds_what_the_seeded_calls_wrote(db: Db) -> None:
     assert db.sql("SELECT seq FROM audit_heads") == [(counts["audit_log"],)]
 
 
+def test_each_holds_events_are_numbered_one_on_and_delivered(db: Db) -> None:
+    misnumbered = db.one(
+        "SELECT count(*) FROM holds h WHERE h.event_seq != (SELECT count(*) FROM outbox o"
+        " WHERE o.hold_id = h.id) OR h.event_seq != (SELECT max(o.seq) FROM outbox o"
+        " WHERE o.hold_id = h.id)"
+    )
+    assert misnumbered == 0
+    states = db.sql("SELECT state, fanned, count(*) FROM outbox GROUP BY state, fanned")
+    assert [(state, bool(fanned)) for state, fanned, _ in states] == [("delivered", True)]
+
+
 def test_nothing_is_due_for_the_sweeper_and_nothing_lies_past_free_from(db: Db) -> None:
     free_from = to_us(db.seeded.free_from)
     now = to_us(NOW)

@@ -29,13 +29,14 @@ from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.clock import SystemClock
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.ports import Clock
-from slotward.engine.rules.urls import parse_target
+from slotward.engine.rules.urls import Target, parse_target
 
 __all__ = ["Outcome", "WebhookSender"]
 
 READ_LIMIT: Final = 64 * 1024
 _MAX_ERROR: Final = 300
 _CONNECTIONS: Final = 100
+_TARGETS_KEPT: Final = 1024  # parsed URLs remembered (one per subscription)
 
 
 @dataclass(frozen=True)
@@ -73,11 +74,13 @@ class WebhookSender:
         self._user_agent = user_agent
         self._clock = clock or SystemClock()
         self._session: aiohttp.ClientSession | None = None
+        # parse_target is pure and costs about 150 us (IDNA): once per URL.
+        self._targets: dict[str, Target] = {}
 
     async def send(self, url: str, headers: Mapping[str, str], body: bytes) -> Outcome:
         """POST ``body`` (JSON) to ``url`` with ``headers``; never raises for network trouble."""
         try:
-            target = parse_target(url)
+            target = self._target(url)
             if _is_literal(target.host):  # aiohttp does not resolve these: check here
                 await self._guard.addresses(target.host, target.port)
         except ValidationFailed as exc:
@@ -111,6 +114,15 @@ class WebhookSender:
             return _failed("the receiver closed the connection without an answer")
         except (aiohttp.ClientError, ssl.SSLError, OSError) as exc:
             return _failed(f"{type(exc).__name__}: {_reason(exc)}")
+
+    def _target(self, url: str) -> Target:
+        target = self._targets.get(url)
+        if target is None:
+            target = parse_target(url)  # a refusal is not kept: it raises
+            if len(self._targets) >= _TARGETS_KEPT:
+                self._targets.clear()
+            self._targets[url] = target
+        return target
 
     async def close(self) -> None:
         """Close the pool; a later send opens a new one."""

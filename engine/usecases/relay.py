@@ -31,6 +31,7 @@ __all__ = [
     "drop_relay_lease",
     "purge_delivered",
     "record_results",
+    "relay_step",
     "take_relay_lease",
 ]
 
@@ -57,6 +58,7 @@ class Result:
     """What one attempt of a claimed delivery got."""
 
     delivery_id: str
+    tenant: str  # the delivery's: its lock is taken before the outcome is recorded
     at: datetime  # when the attempt began
     status: int | None  # the HTTP status; None: no answer
     error: str | None  # why it failed, one line, no secret
@@ -105,30 +107,49 @@ def drop_relay_lease(uow: UnitOfWork, owner: str, name: str = RELAY_LEASE) -> No
         uow.commit()
 
 
+def relay_step(
+    uow: UnitOfWork,
+    clock: Clock,
+    ids: IdGenerator,
+    owner: str,
+    results: Sequence[Result],
+    limit: int,
+    settings: RelaySettings,
+    rand: Callable[[], float],
+    *,
+    audit_key: AuditKey | None,
+) -> tuple[Recorded, Work]:
+    """One turn of the relay, one transaction: record ``results``, fan new events
+    out to their subscriptions, then claim up to ``limit`` due deliveries.
+
+    The tenants of the results and of the new events are locked first, in
+    order: a subscription's figures are read and written back, a disabling
+    appends to the tenant's audit chain, and a subscription deleted meanwhile
+    (which takes its tenant's lock) gets no delivery after its deletion.
+    """
+    with uow:
+        events = uow.outbox.unfanned(FAN_OUT_BATCH)
+        for tenant in sorted({e.tenant for e in events} | {r.tenant for r in results}):
+            uow.lock_tenant(tenant)
+        now = clock.now()
+        done = _record(uow, ids, results, now, settings, rand, audit_key)
+        _fan_out(uow, ids, events, now)
+        claims = uow.deliveries.claim(owner, now, now + settings.lease, limit) if limit > 0 else []
+        uow.commit()
+        return done, Work(claims, len(events))
+
+
 def claim_work(
     uow: UnitOfWork,
     clock: Clock,
     ids: IdGenerator,
     owner: str,
     limit: int,
-    lease: timedelta,
+    settings: RelaySettings,
 ) -> Work:
-    """Fan new events out to their subscriptions, then claim up to ``limit`` due deliveries.
-
-    One transaction: a fanned-out event's first delivery is claimable at once.
-    The events' tenants are locked (in order) before their subscriptions are
-    read, so a subscription deleted meanwhile (which takes its tenant's lock)
-    gets no delivery after its deletion.
-    """
-    with uow:
-        events = uow.outbox.unfanned(FAN_OUT_BATCH)
-        for tenant in sorted({e.tenant for e in events}):
-            uow.lock_tenant(tenant)
-        now = clock.now()
-        _fan_out(uow, ids, events, now)
-        claims = uow.deliveries.claim(owner, now, now + lease, limit) if limit > 0 else []
-        uow.commit()
-        return Work(claims, len(events))
+    """Fan new events out, then claim up to ``limit`` due deliveries (:func:`relay_step`)."""
+    _, work = relay_step(uow, clock, ids, owner, (), limit, settings, lambda: 0.5, audit_key=None)
+    return work
 
 
 def _fan_out(uow: UnitOfWork, ids: IdGenerator, events: list[OutboxEvent], now: datetime) -> None:
@@ -175,6 +196,20 @@ def record_results(
     *,
     audit_key: AuditKey | None,
 ) -> Recorded:
+    """Record ``results`` and claim nothing (:func:`relay_step`)."""
+    done, _ = relay_step(uow, clock, ids, "", results, 0, settings, rand, audit_key=audit_key)
+    return done
+
+
+def _record(
+    uow: UnitOfWork,
+    ids: IdGenerator,
+    results: Sequence[Result],
+    now: datetime,
+    settings: RelaySettings,
+    rand: Callable[[], float],
+    audit_key: AuditKey | None,
+) -> Recorded:
     """Log each attempt and move its delivery on: delivered, again later, or dead.
 
     A 410 disables the subscription at once; so does failing for
@@ -182,42 +217,31 @@ def record_results(
     deliveries die with it and a ``webhook.disabled`` event says so.
     """
     done = Recorded()
-    with uow:
-        # The tenants' locks, in order: the subscriptions' figures are read and
-        # written back, and a disabling appends to the audit chain.
-        tenants = sorted({d.tenant for d in _found(uow, results)})
-        for tenant in tenants:
-            uow.lock_tenant(tenant)
-        now = clock.now()
-        touched: set[str] = set()
-        for result in results:
-            delivery = uow.deliveries.get(result.delivery_id)
-            if delivery is None:  # its subscription was deleted meanwhile
-                continue
-            uow.deliveries.add_attempt(delivery.id, result.at, result.status, result.error)
-            # Settled meanwhile (another relay after our lease ran out, a
-            # disabling): only a success still changes it, as the receiver has it.
-            if delivery.state == "delivered" or (delivery.state == "dead" and not result.ok):
-                continue
-            touched.add(delivery.event_id)
-            sub = uow.webhooks.get(delivery.tenant, delivery.subscription_id)
-            moved = _moved(delivery, result, now, settings, rand)
-            uow.deliveries.save(moved)
-            _tally(done, moved)
-            if sub is None:
-                continue
-            reason = _disabling(sub, result, now, settings)
-            uow.webhooks.save(_figures(sub, result, now))
-            if reason is not None and sub.status == "active":
-                touched.update(_disable(uow, ids, sub, now, reason, audit_key))
-                done.disabled.append(sub.id)
+    touched: set[str] = set()
+    for result in results:
+        delivery = uow.deliveries.get(result.delivery_id)
+        if delivery is None:  # its subscription was deleted meanwhile
+            continue
+        uow.deliveries.add_attempt(delivery.id, result.at, result.status, result.error)
+        # Settled meanwhile (another relay after our lease ran out, a
+        # disabling): only a success still changes it, as the receiver has it.
+        if delivery.state == "delivered" or (delivery.state == "dead" and not result.ok):
+            continue
+        touched.add(delivery.event_id)
+        sub = uow.webhooks.get(delivery.tenant, delivery.subscription_id)
+        moved = _moved(delivery, result, now, settings, rand)
+        uow.deliveries.save(moved)
+        _tally(done, moved)
+        if sub is None:
+            continue
+        reason = _disabling(sub, result, now, settings)
+        uow.webhooks.save(_figures(sub, result, now))
+        if reason is not None and sub.status == "active":
+            touched.update(_disable(uow, ids, sub, now, reason, audit_key))
+            done.disabled.append(sub.id)
+    if touched:
         uow.outbox.settle(touched, now)
-        uow.commit()
     return done
-
-
-def _found(uow: UnitOfWork, results: Sequence[Result]) -> list[Delivery]:
-    return [d for r in results if (d := uow.deliveries.get(r.delivery_id)) is not None]
 
 
 def _moved(

@@ -16,6 +16,7 @@ from tests.e2e.conftest import HOLD_BODY, Client, Server
 
 ALL = frozenset({"agent", "reviewer", "admin"})
 WRITERS = frozenset({"agent", "admin"})
+ADMIN = frozenset({"admin"})
 ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/holds"): WRITERS,
     ("GET", "/v1/holds"): ALL,
@@ -28,9 +29,17 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/executions/{key}/complete"): WRITERS,
     ("GET", "/v1/executions/{key}"): ALL,
     ("GET", "/v1/workflows/{workflow_id}"): ALL,
-    ("POST", "/v1/attendees"): frozenset({"admin"}),
+    ("POST", "/v1/attendees"): ADMIN,
     ("GET", "/v1/audit"): ALL,
     ("GET", "/v1/audit/verify"): ALL,
+    ("POST", "/v1/webhooks"): ADMIN,
+    ("GET", "/v1/webhooks"): ADMIN,
+    ("GET", "/v1/webhooks/{webhook_id}"): ADMIN,
+    ("POST", "/v1/webhooks/{webhook_id}/rotate"): ADMIN,
+    ("DELETE", "/v1/webhooks/{webhook_id}"): ADMIN,
+    ("GET", "/v1/outbox"): ADMIN,
+    ("GET", "/v1/outbox/{event_id}"): ADMIN,
+    ("POST", "/v1/outbox/{event_id}/redrive"): ADMIN,
 }
 AUTHENTICATED = [r for r in ROUTES if r.auth]
 # Allowed by role, then refused for another documented reason: the caller is
@@ -39,7 +48,18 @@ PAST_THE_ROLE_CHECK: dict[tuple[str, str], dict[str, str]] = {
     ("POST", "/v1/holds/{hold_id}/commit"): {"agent": "not_hold_owner", "admin": "not_hold_owner"},
     ("POST", "/v1/holds/{hold_id}/release"): {"agent": "not_hold_owner"},
     ("POST", "/v1/executions/{key}/complete"): {"agent": "lease_lost", "admin": "lease_lost"},
+    # The hold's events were delivered to nobody: nothing is dead.
+    ("POST", "/v1/outbox/{event_id}/redrive"): {"admin": "nothing_to_redrive"},
 }
+# No receiver listens there: the relay is off in these servers, and the
+# address is only stored (a loopback address, hence allow_private_urls).
+WEBHOOK = {"url": "http://127.0.0.1:9/in", "topics": ["hold.*"]}
+
+
+@pytest.fixture
+def config_overrides() -> dict[str, Any]:
+    """Webhook secrets need the server's secret key."""
+    return {"secret_key": "matrix-secret-key-0123456789", "allow_private_urls": True}
 
 
 def test_the_matrix_covers_every_route() -> None:
@@ -47,17 +67,25 @@ def test_the_matrix_covers_every_route() -> None:
 
 
 async def _objects(server: Server) -> dict[str, str]:
-    """A hold, an execution and a workflow of tenant acme, made by its agent."""
+    """A hold, an execution and a workflow of tenant acme, made by its agent; a
+    webhook subscription and the hold's outbox event, by its admin."""
     owner = await server.key(agent="owner")
     hold = await owner.create(dict(HOLD_BODY))
     assert hold.status == 201
     body = {"workflow_id": HOLD_BODY["workflow_id"], "tool": "t", "arguments": {}}
     execution = await owner.post("/v1/executions", body)
     assert execution.status == 201
+    admin = await server.key(agent="owner-admin", role="admin")
+    webhook = await admin.post("/v1/webhooks", WEBHOOK)
+    assert webhook.status == 201, webhook.body[:300]
+    events = await admin.get("/v1/outbox")
+    [event] = [e for e in events.json["items"] if e["hold_id"] == hold.json["id"]]
     return {
         "hold_id": hold.json["id"],
         "key": execution.json["key"],
         "workflow_id": HOLD_BODY["workflow_id"],
+        "webhook_id": webhook.json["id"],
+        "event_id": event["id"],
     }
 
 
@@ -76,6 +104,9 @@ def _call(method: str, path: str, ids: dict[str, str]) -> tuple[str, Any]:
         "/v1/executions": {"workflow_id": "wf-matrix", "tool": "t", "arguments": {"n": 1}},
         "/v1/executions/{key}/complete": {"lease_token": "lease_x", "outcome": "succeeded"},
         "/v1/attendees": {"emails": ["matrix@example.com"]},
+        "/v1/webhooks": WEBHOOK,
+        "/v1/webhooks/{webhook_id}/rotate": {},
+        "/v1/outbox/{event_id}/redrive": {},
     }  # fmt: skip
     if path == "/v1/availability":
         concrete += "?attendees=alex@example.com&from=2030-10-14T00:00:00Z&to=2030-10-15T00:00:00Z"
@@ -139,6 +170,7 @@ def _aimed_at(owner: dict[str, str]) -> dict[str, list[str]]:
         "from": ["2030-10-01T00:00:00Z"],
         "to": ["2030-10-30T00:00:00Z"],
         "timezone": ["UTC"],
+        "state": ["pending", "delivered", "dead"],
         "duration_minutes": ["30"],
         "checkpoint": ["swcp1.e30.AAAA"],  # tests/e2e/test_audit_tamper.py aims real ones
     }
@@ -153,6 +185,10 @@ async def test_no_list_parameter_reaches_another_tenant(server: Server) -> None:
         made = await owner.create(body)
         assert made.status == 201
         secrets |= {made.json["id"], made.headers["Idempotency-Key"], body["title"]}
+    admin = await server.key(tenant="acme", agent="owner-admin", role="admin")
+    for _ in range(2):  # two, so a list of one has a next cursor
+        webhook = (await admin.post("/v1/webhooks", WEBHOOK)).json
+        secrets |= {webhook["id"], webhook["secret"]}
     holds = (await owner.get("/v1/holds?limit=1")).json
     audit = (await owner.get("/v1/audit?limit=1")).json
     secrets |= {e["hash"] for e in (await owner.get("/v1/audit")).json["items"]}
@@ -160,7 +196,8 @@ async def test_no_list_parameter_reaches_another_tenant(server: Server) -> None:
         "workflow_id": HOLD_BODY["workflow_id"], "email": "only-acme@example.com",
         "holds_cursor": holds["next_cursor"], "audit_cursor": audit["next_cursor"],
     })  # fmt: skip
-    other = await server.key(tenant="globex", agent="other")
+    # An admin: the strongest stranger, who may call every list (some are admins' only).
+    other = await server.key(tenant="globex", agent="other", role="admin")
     lists = [r for r in AUTHENTICATED if r.method == "GET" and "{" not in r.path]
     asked = 0
     for route in lists:

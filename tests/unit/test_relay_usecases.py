@@ -72,7 +72,7 @@ class World:
         return event
 
     def claim(self, owner: str = "relay-a", limit: int = 10) -> list[Claim]:
-        return claim_work(self.uow(), self.clock, self.ids, owner, limit, LEASE).claims
+        return claim_work(self.uow(), self.clock, self.ids, owner, limit, SETTINGS).claims
 
     def record(self, *results: Result) -> None:
         record_results(
@@ -81,7 +81,7 @@ class World:
 
     def answer(self, claim: Claim, status: int | None, retry_after: float | None = None) -> None:
         error = None if status is not None and 200 <= status < 300 else f"status {status}"
-        self.record(Result(claim.delivery.id, self.clock.now(), status, error, retry_after))
+        self.record(Result(claim.delivery.id, TENANT, self.clock.now(), status, error, retry_after))
 
     def delivery(self, delivery_id: str) -> Delivery:
         with self.uow() as uow:
@@ -236,7 +236,7 @@ def test_failing_for_the_whole_disable_period_disables(world: World) -> None:
         [claim] = world.claim()
         record_results(
             world.uow(), world.clock, world.ids,
-            [Result(claim.delivery.id, world.clock.now(), 500, "status 500")],
+            [Result(claim.delivery.id, TENANT, world.clock.now(), 500, "status 500")],
             settings, lambda: 0.5, audit_key=None,
         )  # fmt: skip
         if world.sub(sub).status == "disabled":
@@ -298,8 +298,8 @@ def test_an_outcome_recorded_after_the_subscription_was_deleted_is_dropped(world
 def test_a_full_fan_out_batch_asks_for_another_turn(world: World) -> None:
     for _ in range(FAN_OUT_BATCH + 1):
         world.event(hold=None, seq=None)
-    first = claim_work(world.uow(), world.clock, world.ids, "r", 10, LEASE)
-    second = claim_work(world.uow(), world.clock, world.ids, "r", 10, LEASE)
+    first = claim_work(world.uow(), world.clock, world.ids, "r", 10, SETTINGS)
+    second = claim_work(world.uow(), world.clock, world.ids, "r", 10, SETTINGS)
     assert (first.more, second.more, second.fanned) == (True, False, 1)
 
 

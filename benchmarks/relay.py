@@ -5,12 +5,19 @@ receiver (a bare aiohttp app in this process that answers 200 and notes when
 each event arrived). A webhook subscription sends every ``hold.created`` to
 the receiver; C concurrent agents (one key each) create N holds.
 
-- ``relay``: the N deliveries. Its rate is N over the time from the first
-  arrival to the last; its latencies are each event's commit-to-delivery lag:
-  the receiver's arrival time minus the moment the create call returned.
-- ``bare-client``: the very bodies and headers the relay sent, posted again to
-  the same receiver by a bare aiohttp client at the same concurrency (C, at
-  most 64: the relay sends up to 64 at once): the ceiling of this machine.
+Two phases, on one server:
+
+- **lag**: the receiver answers at once while the agents create N holds; each
+  event's commit-to-delivery lag is the receiver's arrival time minus the
+  moment its create call returned (``relay``'s latencies).
+- **drain**: the receiver holds every request (a closed gate) while the agents
+  create N more holds, so a backlog of N events builds up; then the gate opens,
+  and the relay's rate is N over the time from the opening to the last
+  arrival (``relay``'s rate). Measured this way, not while the holds are being
+  created, the rate is the relay's own and not the create rate.
+- ``bare-client``: the drain's very bodies and headers, posted again to the
+  same receiver by a bare aiohttp client at the same concurrency (C, at most
+  64: the relay sends up to 64 at once): the ceiling of this machine.
 
 Targets: relay rate / bare client >= 0.5; lag p99 <= 1 s at 64 agents. The
 server's CPU per event (its creates included) is read from /proc/<pid>/stat
@@ -52,9 +59,11 @@ class _Receiver:
     count: int = 0
     waiting: set[str] = field(default_factory=set)  # hold ids still expected
     all_in: asyncio.Event = field(default_factory=asyncio.Event)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)  # closed: requests wait
 
     async def handle(self, request: web.Request) -> web.Response:
         body = await request.read()
+        await self.gate.wait()
         if self.record:
             self.count += 1
             now = time.time()
@@ -127,17 +136,29 @@ async def _measure(
             await _subscribe(session, base, admin, target)
             pids = await _server_pids(session, base)
             cpu = _cpu_seconds(pids)
+            receiver.gate.set()  # the lag: answered at once
             started = time.perf_counter()
-            returned, errors = await _create(session, base, agents, n, settings.seconds)
+            returned, errors = await _create(session, base, agents, n, settings.seconds, "lag")
             creating = time.perf_counter() - started
             await _wait_delivered(receiver, returned, settings.seconds)
+            lag_arrivals = dict(receiver.arrivals)
+            lag_duplicates = receiver.count - len(receiver.requests)
+            receiver.gate.clear()  # the drain: a backlog builds up behind the closed gate
+            receiver.arrivals, receiver.requests, receiver.all_in = {}, [], asyncio.Event()
+            receiver.count = 0
+            backlog, more = await _create(session, base, agents, n, settings.seconds, "drain")
+            opened = time.time()
+            receiver.gate.set()
+            await _wait_delivered(receiver, backlog, settings.seconds)
             server_cpu = _cpu_seconds(pids) - cpu
             receiver.record = False
             bare = await _bare_client(target, receiver.requests, settings.concurrency)
     finally:
         await runner.cleanup()
-    return {"receiver": receiver, "returned": returned, "errors": errors, "bare": bare,
-            "server_cpu": server_cpu, "pids": pids, "creating": creating}  # fmt: skip
+    return {"receiver": receiver, "returned": returned, "errors": errors + more, "bare": bare,
+            "server_cpu": server_cpu, "pids": pids, "creating": creating,
+            "lag_arrivals": lag_arrivals, "backlog": backlog, "opened": opened,
+            "lag_duplicates": lag_duplicates}  # fmt: skip
 
 
 async def _subscribe(session: aiohttp.ClientSession, base: str, key: str, url: str) -> None:
@@ -149,7 +170,12 @@ async def _subscribe(session: aiohttp.ClientSession, base: str, key: str, url: s
 
 
 async def _create(
-    session: aiohttp.ClientSession, base: str, agents: Sequence[str], n: int, seconds: float
+    session: aiohttp.ClientSession,
+    base: str,
+    agents: Sequence[str],
+    n: int,
+    seconds: float,
+    phase: str,
 ) -> tuple[dict[str, float], list[str]]:
     """``n`` creates by the agents side by side; when each create returned, by hold id."""
     returned: dict[str, float] = {}
@@ -162,8 +188,9 @@ async def _create(
         for i in todo:
             if time.monotonic() > deadline:
                 return
-            body = {"workflow_id": f"wf-relay-{i}", "step": 1,
-                    "attendees": [f"room-{i}@example.com"], "start": "2031-03-04T10:00:00Z",
+            body = {"workflow_id": f"wf-relay-{phase}-{i}", "step": 1,
+                    "attendees": [f"room-{phase}-{i}@example.com"],
+                    "start": "2031-03-04T10:00:00Z",
                     "duration_minutes": 30, "title": f"relay {i}"}  # fmt: skip
             async with session.post(f"{base}/v1/holds", json=body, headers=headers) as resp:
                 doc = await resp.json(content_type=None)
@@ -235,21 +262,25 @@ def _results(
 ) -> tuple[Result, Result]:
     receiver: _Receiver = measured["receiver"]
     returned: dict[str, float] = measured["returned"]
-    arrived = {h: receiver.arrivals[h] for h in returned if h in receiver.arrivals}
-    lags = sorted((arrived[h] - returned[h]) * 1000 for h in arrived)
-    window = max(arrived.values()) - min(arrived.values()) if len(arrived) > 1 else 0.0
-    missing = len(returned) - len(arrived)
+    lagged: dict[str, float] = measured["lag_arrivals"]
+    lags = sorted((lagged[h] - returned[h]) * 1000 for h in returned if h in lagged)
+    backlog: dict[str, float] = measured["backlog"]
+    arrived = {h: receiver.arrivals[h] for h in backlog if h in receiver.arrivals}
+    window = max(arrived.values()) - measured["opened"] if arrived else 0.0
+    missing = len(returned) - len(lags) + len(backlog) - len(arrived)
     errors = len(measured["errors"]) + missing
     # One answer per event counted; a redelivery (at least once) is counted apart.
     mine = _result("relay", len(arrived), window, lags, errors, settings, {"200": len(arrived)})
-    mine.extra["events"] = len(returned)
-    # The relay can deliver no faster than the holds are created: this says whether it kept up.
+    mine.extra["events"] = len(backlog)
+    mine.extra["lag_events"] = len(lags)
+    # The lag phase's create rate: the load the lag was measured under.
     creating = measured["creating"]
     mine.extra["creates_per_s"] = round(len(returned) / creating, 1) if creating > 0 else 0.0
     mine.extra["lag_p50_ms"], mine.extra["lag_p99_ms"] = mine.p50_ms, mine.p99_ms
-    mine.extra["duplicates"] = receiver.count - len(receiver.requests)
-    if arrived:
-        cpu = measured["server_cpu"] / len(arrived) * 1000
+    drained_twice = receiver.count - len(receiver.requests)
+    mine.extra["duplicates"] = measured["lag_duplicates"] + drained_twice
+    if arrived:  # both phases' events, their creates included
+        cpu = measured["server_cpu"] / (len(arrived) + len(lags)) * 1000
         mine.extra["server_cpu_ms_per_event"] = round(cpu, 3)
     mine.client_cpu = 0.0  # the receiver and the agents share this process; see bare-client
     bare = measured["bare"]

@@ -21,18 +21,12 @@ from slotward.engine.model import (
     OutboxEvent,
     Subscription,
 )
+from slotward.engine.rules.delivery import settled_state
 
 if TYPE_CHECKING:  # fakes.py imports this module
     from slotward.engine.fakes import State
 
 __all__ = ["FakeDeliveries", "FakeLeases", "FakeOutbox", "FakeWebhooks"]
-
-
-def settled_state(states: Collection[DeliveryState]) -> DeliveryState:
-    """An event's state from its deliveries' (none at all: delivered)."""
-    if "pending" in states:
-        return "pending"
-    return "dead" if "dead" in states else "delivered"
 
 
 class FakeOutbox:
@@ -172,6 +166,20 @@ class FakeDeliveries:
                 seq=stored.seq,
                 created_at=stored.created_at,
             )
+
+    def get_many(self, delivery_ids: Collection[str]) -> list[Delivery]:
+        found = (self._state().deliveries.get(i) for i in sorted(set(delivery_ids)))
+        return [d for d in found if d is not None]
+
+    def save_many(self, deliveries: Sequence[Delivery]) -> None:
+        for delivery in deliveries:
+            self.save(delivery)
+
+    def add_attempts(self, tries: Sequence[tuple[str, datetime, int | None, str | None]]) -> None:
+        if len({t[0] for t in tries}) != len(tries):
+            raise ValueError("at most one attempt per delivery in one call")
+        for delivery_id, at, status, error in tries:
+            self.add_attempt(delivery_id, at, status, error)
 
     def add_attempt(
         self, delivery_id: str, at: datetime, status: int | None, error: str | None

@@ -84,6 +84,19 @@ class Deliveries(Protocol):
 
     def get(self, delivery_id: str) -> Delivery | None: ...
 
+    def get_many(self, delivery_ids: Collection[str]) -> list[Delivery]:
+        """The deliveries of these ids that exist, in id order (one statement)."""
+        ...
+
+    def save_many(self, deliveries: Sequence[Delivery]) -> None:
+        """:meth:`save` each (one statement, whatever their number)."""
+        ...
+
+    def add_attempts(self, tries: Sequence[tuple[str, datetime, int | None, str | None]]) -> None:
+        """:meth:`add_attempt` for each ``(delivery_id, at, status, error)``, numbered the
+        same way, at most one per delivery (one statement)."""
+        ...
+
     def save(self, delivery: Delivery) -> None:
         """Write back the mutable fields (state, attempts, next attempt, claim,
         delivered_at, last status and error)."""

@@ -9,7 +9,7 @@ subscription's or event's, so two relays still share one subscription's work.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -84,6 +84,18 @@ _SAVE = (
 )
 _LAST_N = select(func.coalesce(func.max(_a.n), 0)).where(_a.delivery_id == bindparam("id"))
 _ADD_ATTEMPT = insert(t.delivery_attempts)
+_GET_MANY = select(t.deliveries).where(_d.id.in_(_IDS)).order_by(_d.id)
+# Numbered one past the delivery's last in the statement itself: many at once.
+_ADD_NUMBERED = insert(t.delivery_attempts).from_select(
+    ["delivery_id", "n", "at_us", "status", "error"],
+    select(
+        bindparam("delivery_id", type_=t.delivery_attempts.c.delivery_id.type),
+        func.coalesce(func.max(_a.n), 0) + 1,
+        bindparam("at_us", type_=t.delivery_attempts.c.at_us.type),
+        bindparam("status", type_=t.delivery_attempts.c.status.type),
+        bindparam("error", type_=t.delivery_attempts.c.error.type),
+    ).where(_a.delivery_id == bindparam("delivery_id")),
+)
 _ATTEMPTS = select(t.delivery_attempts).where(_a.delivery_id == bindparam("id")).order_by(_a.n)
 _FOR_EVENT = (
     select(t.deliveries).where(_d.event_id == bindparam("event_id")).order_by(_d.subscription_id)
@@ -158,6 +170,11 @@ def _values(d: Delivery) -> dict[str, Any]:
     }
 
 
+def _saved(d: Delivery) -> dict[str, Any]:
+    values = _values(d)
+    return {"w_id": d.id, **{f"v_{k}": values[k] for k in _MUTABLE}}
+
+
 def _attempt(r: Row) -> Attempt:
     return Attempt(r["delivery_id"], r["n"], from_us(r["at_us"]), r["status"], r["error"])
 
@@ -190,9 +207,28 @@ class SqlDeliveries:
         row = self._db.first(_GET, {"id": delivery_id})
         return None if row is None else delivery_from_row(row)
 
+    def get_many(self, delivery_ids: Collection[str]) -> list[Delivery]:
+        if not delivery_ids:
+            return []
+        rows = self._db.rows(_GET_MANY, {"ids": sorted(set(delivery_ids))})
+        return [delivery_from_row(r) for r in rows]
+
     def save(self, delivery: Delivery) -> None:
-        values = _values(delivery)
-        self._db.put(_SAVE, {"w_id": delivery.id, **{f"v_{k}": values[k] for k in _MUTABLE}})
+        self._db.put(_SAVE, _saved(delivery))
+
+    def save_many(self, deliveries: Sequence[Delivery]) -> None:
+        if deliveries:
+            self._db.put(_SAVE, [_saved(d) for d in deliveries])
+
+    def add_attempts(self, tries: Sequence[tuple[str, datetime, int | None, str | None]]) -> None:
+        if len({t[0] for t in tries}) != len(tries):
+            raise ValueError("at most one attempt per delivery in one call")
+        if tries:
+            rows = [
+                {"delivery_id": d, "at_us": to_us(at), "status": status, "error": error}
+                for d, at, status, error in tries
+            ]
+            self._db.put(_ADD_NUMBERED, rows)
 
     def add_attempt(
         self, delivery_id: str, at: datetime, status: int | None, error: str | None

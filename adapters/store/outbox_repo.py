@@ -14,13 +14,14 @@ from collections.abc import Collection, Sequence
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import bindparam, case, delete, exists, insert, select, update
+from sqlalchemy import bindparam, delete, insert, select, update
 from sqlalchemy.sql.elements import BindParameter
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.adapters.store.runner import Row, Runner
 from slotward.engine.model import DeliveryState, OutboxEvent
+from slotward.engine.rules.delivery import settled_state
 
 __all__ = ["SqlOutbox", "event_from_row"]
 
@@ -39,29 +40,15 @@ _UNFANNED = (
 _MARK_FANNED = update(t.outbox).where(_o.id.in_(_IDS)).values(fanned=True)
 
 
-def _any(state: str) -> object:
-    return exists().where(_d.event_id == _o.id, _d.state == state)
-
-
-# The event's state from its deliveries: pending while any is, then dead if
-# any is, else delivered (none at all included). An UPDATE's right-hand sides
-# all see the row as it was, so ``settled_us`` compares with the old state.
-_SETTLED_STATE = case(
-    (_any("pending"), "pending"),  # type: ignore[arg-type]
-    (_any("dead"), "dead"),  # type: ignore[arg-type]
-    else_="delivered",
-)
+# Settling reads the events' deliveries by event (ux_deliveries_event_subscription)
+# and decides in Python: as one UPDATE with EXISTS per state, SQLite's planner
+# took the state index instead and scanned every pending delivery per event.
+_STATES_OF = select(_d.event_id, _d.state).where(_d.event_id.in_(_IDS))
+_FANNED_OF = select(_o.id, _o.state, _o.settled_us).where(_o.id.in_(_IDS), _o.fanned.is_(True))
 _SETTLE = (
     update(t.outbox)
-    .where(_o.id.in_(_IDS), _o.fanned.is_(True))
-    .values(
-        state=_SETTLED_STATE,
-        settled_us=case(
-            (_SETTLED_STATE == "pending", None),
-            (_o.state != _SETTLED_STATE, bindparam("now")),
-            else_=_o.settled_us,
-        ),
-    )
+    .where(_o.id == bindparam("w_id"))
+    .values(state=bindparam("v_state"), settled_us=bindparam("v_settled_us"))
 )
 _GET = select(t.outbox).where(_o.id == bindparam("id"), _o.tenant == bindparam("tenant"))
 _PURGEABLE = (
@@ -121,8 +108,21 @@ class SqlOutbox:
             self._db.put(_MARK_FANNED, {"ids": list(event_ids)})
 
     def settle(self, event_ids: Collection[str], now: datetime) -> None:
-        if event_ids:  # not put aside: it must see the deliveries' writes before it
-            self._db.write(_SETTLE, {"ids": sorted(event_ids), "now": to_us(now)})
+        if not event_ids:
+            return
+        ids = {"ids": sorted(event_ids)}
+        states: dict[str, set[str]] = {}
+        for r in self._db.rows(_STATES_OF, ids):  # a read: the deliveries' writes go first
+            states.setdefault(r["event_id"], set()).add(r["state"])
+        changes = []
+        for r in self._db.rows(_FANNED_OF, ids):
+            state = settled_state(states.get(r["id"], set()))
+            if state == r["state"]:
+                continue
+            settled = None if state == "pending" else to_us(now)
+            changes.append({"w_id": r["id"], "v_state": state, "v_settled_us": settled})
+        if changes:
+            self._db.put(_SETTLE, changes)
 
     def get(self, tenant: str, event_id: str) -> OutboxEvent | None:
         row = self._db.first(_GET, {"id": event_id, "tenant": tenant})

@@ -35,7 +35,7 @@ __all__ = ["Outcome", "WebhookSender"]
 
 READ_LIMIT: Final = 64 * 1024
 _MAX_ERROR: Final = 300
-_CONNECTIONS: Final = 100
+_CONNECTIONS: Final = 256  # one per delivery a relay has in flight (api/workers/relay.py)
 _TARGETS_KEPT: Final = 1024  # parsed URLs remembered (one per subscription)
 
 

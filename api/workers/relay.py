@@ -46,7 +46,12 @@ __all__ = ["MAX_IN_FLIGHT", "Relay", "webhook_body"]
 
 log = logging.getLogger("slotward.relay")
 
-MAX_IN_FLIGHT = 64  # deliveries being sent at once by one relay
+# Deliveries being sent at once by one relay. Each send starts as it is claimed
+# (the sender's pool has as many connections), so a claim's lease (the timeout
+# plus 10 s) always outlives its send. Claimed 64 at a time, a relay fell
+# behind 64 agents' creates on SQLite (its turn waits in the writer's queue
+# with theirs); 256 kept up (docs/performance.md).
+MAX_IN_FLIGHT = 256
 _SECRETS_KEPT = 4096  # opened signing secrets remembered
 
 

@@ -9,11 +9,13 @@ together do not all come back together) and never shorter than a receiver's
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-__all__ = ["DEFAULT_SCHEDULE", "RelaySettings", "next_attempt"]
+from slotward.engine.model import DeliveryState
+
+__all__ = ["DEFAULT_SCHEDULE", "RelaySettings", "next_attempt", "settled_state"]
 
 DEFAULT_SCHEDULE: tuple[float, ...] = (
     0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0
@@ -31,7 +33,7 @@ class RelaySettings:
     timeout: float = 15.0
     disable_after: timedelta = timedelta(days=5)
     jitter: float = 0.1  # each wait is stretched or shrunk by up to this fraction
-    batch: int = 100
+    batch: int = 256
     interval: float = 0.2  # how often an idle relay looks for work
 
     @property
@@ -61,3 +63,11 @@ def next_attempt(
     if retry_after is not None:
         wait = max(wait, min(retry_after, MAX_RETRY_AFTER))
     return now + timedelta(seconds=max(wait, 0.0))
+
+
+def settled_state(states: Collection[DeliveryState | str]) -> DeliveryState:
+    """An event's state from its deliveries': pending while any is, then dead if any
+    is, else delivered (none at all included)."""
+    if "pending" in states:
+        return "pending"
+    return "dead" if "dead" in states else "delivered"

@@ -166,9 +166,11 @@ def _fan_out(uow: UnitOfWork, ids: IdGenerator, events: list[OutboxEvent], now: 
     ]
     if made:
         uow.deliveries.add(made)
-    fanned = [e.id for e in events]
-    uow.outbox.mark_fanned(fanned)
-    uow.outbox.settle(fanned, now)  # an event no subscription wants is delivered now
+    uow.outbox.mark_fanned([e.id for e in events])
+    wanted = {d.event_id for d in made}
+    unwanted = [e.id for e in events if e.id not in wanted]
+    if unwanted:
+        uow.outbox.settle(unwanted, now)  # an event no subscription wants is delivered now
 
 
 def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, now: datetime) -> Delivery:
@@ -214,31 +216,49 @@ def _record(
 
     A 410 disables the subscription at once; so does failing for
     ``settings.disable_after`` without a success. Either way its pending
-    deliveries die with it and a ``webhook.disabled`` event says so.
+    deliveries die with it and a ``webhook.disabled`` event says so. A batch
+    costs a handful of statements whatever its size: the deliveries read,
+    logged and saved together, each subscription read and saved once.
     """
     done = Recorded()
-    touched: set[str] = set()
+    if not results:
+        return done
+    found = {d.id: d for d in uow.deliveries.get_many([r.delivery_id for r in results])}
+    results = [r for r in results if r.delivery_id in found]  # else deleted meanwhile
+    uow.deliveries.add_attempts([(r.delivery_id, r.at, r.status, r.error) for r in results])
+    subs: dict[str, Subscription | None] = {}
+    disabling: dict[str, str] = {}  # subscription id -> why
+    moved: list[Delivery] = []
     for result in results:
-        delivery = uow.deliveries.get(result.delivery_id)
-        if delivery is None:  # its subscription was deleted meanwhile
-            continue
-        uow.deliveries.add_attempt(delivery.id, result.at, result.status, result.error)
+        delivery = found[result.delivery_id]
         # Settled meanwhile (another relay after our lease ran out, a
         # disabling): only a success still changes it, as the receiver has it.
         if delivery.state == "delivered" or (delivery.state == "dead" and not result.ok):
             continue
-        touched.add(delivery.event_id)
-        sub = uow.webhooks.get(delivery.tenant, delivery.subscription_id)
-        moved = _moved(delivery, result, now, settings, rand)
-        uow.deliveries.save(moved)
-        _tally(done, moved)
+        moved.append(_moved(delivery, result, now, settings, rand))
+        _tally(done, moved[-1])
+        if delivery.subscription_id not in subs:
+            subs[delivery.subscription_id] = uow.webhooks.get(
+                delivery.tenant, delivery.subscription_id
+            )
+        sub = subs[delivery.subscription_id]
         if sub is None:
             continue
         reason = _disabling(sub, result, now, settings)
-        uow.webhooks.save(_figures(sub, result, now))
+        subs[sub.id] = _figures(sub, result, now)
         if reason is not None and sub.status == "active":
-            touched.update(_disable(uow, ids, sub, now, reason, audit_key))
-            done.disabled.append(sub.id)
+            disabling.setdefault(sub.id, reason)
+    uow.deliveries.save_many(moved)  # before a disabling kills what is still pending
+    touched = {d.event_id for d in moved}
+    for sub_id, reason in disabling.items():
+        current = subs[sub_id]
+        assert current is not None
+        subs[sub_id] = replace(current, status="disabled", disabled_reason=reason, updated_at=now)
+        touched.update(_disable(uow, ids, current, now, reason, audit_key))
+        done.disabled.append(sub_id)
+    for sub in subs.values():
+        if sub is not None:
+            uow.webhooks.save(sub)
     if touched:
         uow.outbox.settle(touched, now)
     return done
@@ -321,9 +341,8 @@ def _disable(
     reason: str,
     audit_key: AuditKey | None,
 ) -> Collection[str]:
-    """Disable ``sub``: its pending deliveries die, an event and an audit entry say so."""
-    current = uow.webhooks.get(sub.tenant, sub.id) or sub
-    uow.webhooks.save(replace(current, status="disabled", disabled_reason=reason, updated_at=now))
+    """Disabling ``sub``: its pending deliveries die, an event and an audit entry say
+    so. The caller saves the subscription itself."""
     killed = uow.deliveries.kill_pending(sub.id, now, f"the subscription was disabled: {reason}")
     audit(uow, sub.tenant, RELAY_ACTOR, now, "webhook.disable", None, None, "disabled",
           audit_key=audit_key)  # fmt: skip

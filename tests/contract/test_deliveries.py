@@ -268,3 +268,46 @@ def test_redrive_revives_the_dead_to_active_subscriptions_only(db: Db) -> None:
     ]
     assert db.commit(lambda uow: uow.deliveries.redrive("evt_1", at(1))) == 0
     assert _claim(db, now=1) == ["dlv_1"]
+
+
+def test_get_many_reads_the_existing_ones_in_id_order(db: Db) -> None:
+    two = delivery("dlv_2", "evt_1", "whk_2")
+    one = delivery("dlv_1", "evt_1", "whk_1")
+    _setup(db, two, one)
+    found = db.look(lambda uow: uow.deliveries.get_many(["dlv_2", "dlv_9", "dlv_1", "dlv_2"]))
+    assert found == [one, two]
+    assert db.look(lambda uow: uow.deliveries.get_many([])) == []
+
+
+def test_save_many_writes_back_each_outcome(db: Db) -> None:
+    _setup(db, delivery("dlv_1", "evt_1", "whk_1"), delivery("dlv_2", "evt_1", "whk_2"))
+    done = replace(_get(db, "dlv_1"), state="delivered", attempts=1, delivered_at=at(2))
+    again = replace(_get(db, "dlv_2"), attempts=1, next_attempt_at=at(9), last_status=500)
+    db.commit(lambda uow: uow.deliveries.save_many([done, again]))
+    assert (_get(db, "dlv_1"), _get(db, "dlv_2")) == (done, again)
+    db.commit(lambda uow: uow.deliveries.save_many([]))  # nothing to do is no error
+
+
+def test_add_attempts_numbers_each_one_past_its_deliverys_last(db: Db) -> None:
+    _setup(db, delivery("dlv_1", "evt_1", "whk_1"), delivery("dlv_2", "evt_1", "whk_2"))
+    db.commit(lambda uow: uow.deliveries.add_attempt("dlv_1", at(1), 500, "HTTP 500"))
+    db.commit(
+        lambda uow: uow.deliveries.add_attempts(
+            [("dlv_1", at(2), None, "timed out"), ("dlv_2", at(2), 204, None)]
+        )
+    )
+    db.commit(lambda uow: uow.deliveries.add_attempts([("dlv_1", at(3), 200, None)]))
+    assert db.look(lambda uow: uow.deliveries.attempts("dlv_1")) == [
+        Attempt("dlv_1", 1, at(1), 500, "HTTP 500"),
+        Attempt("dlv_1", 2, at(2), None, "timed out"),
+        Attempt("dlv_1", 3, at(3), 200, None),
+    ]
+    assert db.look(lambda uow: uow.deliveries.attempts("dlv_2")) == [
+        Attempt("dlv_2", 1, at(2), 204, None)
+    ]
+    with pytest.raises(ValueError, match="one attempt per delivery"):
+        db.commit(
+            lambda uow: uow.deliveries.add_attempts(
+                [("dlv_2", at(4), 500, None), ("dlv_2", at(5), 500, None)]
+            )
+        )

@@ -21,6 +21,7 @@ from slotward.engine.rules.webhook_documents import event_document, subscription
 from slotward.engine.usecases.effects import audit
 
 __all__ = [
+    "MAX_SECRETS",
     "NewSubscription",
     "create_subscription",
     "delete_subscription",
@@ -103,14 +104,19 @@ def get_subscription(uow: UnitOfWork, principal: Principal, subscription_id: str
     return subscription_document(sub)
 
 
+MAX_SECRETS = 3  # the current secret and the two it replaced last
+
+
 def rotated(
     secrets: tuple[SealedSecret, ...], new: SealedSecret, now: datetime, overlap: timedelta
 ) -> tuple[SealedSecret, ...]:
     """``new`` becomes current; the previous current one signs beside it until
-    ``now + overlap``; any already past its ``until`` is dropped."""
+    ``now + overlap``; any already past its ``until`` is dropped, and so is any
+    beyond the newest ``MAX_SECRETS`` (rotations piling up within an overlap
+    would otherwise grow every delivery's signature header without bound)."""
     previous = [replace(s, until=now + overlap) if s.until is None else s for s in secrets]
     kept = [s for s in previous if s.until is not None and s.until > now]
-    return (replace(new, until=None), *kept)
+    return (replace(new, until=None), *kept[: MAX_SECRETS - 1])
 
 
 def rotate_secret(

@@ -208,6 +208,14 @@ def test_rotated_keeps_only_what_still_signs() -> None:
     )  # fmt: skip
 
 
+def test_rotations_piling_up_keep_the_current_secret_and_two_more() -> None:
+    secrets: tuple[SealedSecret, ...] = (SealedSecret("s0"),)
+    for n in range(1, 6):  # five rotations within one overlap
+        secrets = uc.rotated(secrets, SealedSecret(f"s{n}"), T0, timedelta(hours=24))
+    assert [s.sealed for s in secrets] == ["s5", "s4", "s3"]
+    assert len(secrets) == uc.MAX_SECRETS
+
+
 def test_a_deleted_subscription_is_gone_with_its_deliveries_and_its_events_settle(
     world: World,
 ) -> None:

@@ -116,11 +116,24 @@ def test_every_operation_conforms_and_never_fails(
         database=None,
         suppress_health_check=list(hypothesis.HealthCheck),
     )
-    @hypothesis.given(case=operation.as_strategy(mode))
+    @hypothesis.given(case=operation.as_strategy(mode).filter(_sendable))
     def call(case: Any) -> None:
         case.call_and_validate(headers=headers, excluded_checks=[positive_data_acceptance])
 
     call()
+
+
+def _sendable(case: Any) -> bool:
+    """Whether every query parameter of ``case`` reaches the wire.
+
+    A negative case may add a parameter whose value is null, an empty list or
+    an empty object: the HTTP client sends nothing for it, so the request that
+    goes out can be a valid one, rightly answered 200, which schemathesis then
+    reports as "schema-violating request accepted" (it did, for
+    GET /v1/outbox?state=dead&limit=28 with its extra parameter dropped). Such
+    a case tests nothing of the server.
+    """
+    return all(v is not None and v != [] and v != {} for v in (case.query or {}).values())
 
 
 def _nested(depth: int) -> bytes:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -30,8 +30,10 @@ from slotward.engine.rules.delivery import RelaySettings
 from slotward.engine.rules.signing import new_secret
 from slotward.engine.rules.timenorm import format_instant
 
-# Now, not a fixed date: standardwebhooks checks webhook-timestamp against its own clock.
-T0 = SystemClock().now().replace(microsecond=0)
+# Each test's clock starts at the wall clock's now, read when the test starts (not
+# when the module is collected, minutes earlier in a whole run): standardwebhooks
+# checks webhook-timestamp against its own clock, within five minutes.
+T0 = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)  # only where no receiver verifies
 TENANT = "acme"
 SECRET = new_secret(bytes(range(32)))
 OLD_SECRET = new_secret(bytes(range(1, 33)))
@@ -80,7 +82,8 @@ class Rig:
         sealed = tuple(SealedSecret(self.svc.box.seal(s, sub_id), until) for s, until in secrets)
         sub = Subscription(
             id=sub_id, tenant=TENANT, url=url, topics=("hold.*",), description=None,
-            status="active", secrets=sealed, created_at=T0, updated_at=T0,
+            status="active", secrets=sealed, created_at=self.clock.now(),
+            updated_at=self.clock.now(),
         )  # fmt: skip
 
         def add(uow: Any) -> None:
@@ -117,7 +120,7 @@ class Rig:
 
 @pytest.fixture
 async def rig() -> AsyncIterator[Rig]:
-    clock = FixedClock(T0)
+    clock = FixedClock(SystemClock().now().replace(microsecond=0))
     config = Config(secret_key="k" * 32, allow_private_urls=True)
     svc = await bootstrap(config, store=InMemoryStore(), clock=clock, ids=SequentialIds())
     sender = WebhookSender(allow_private=True, timeout=SETTINGS.timeout)
@@ -177,7 +180,7 @@ async def test_a_failure_is_sent_again_with_the_same_id_and_body(
 
 
 async def test_during_rotation_both_secrets_sign(rig: Rig, receiver: Receiver) -> None:
-    until = T0 + timedelta(days=1)
+    until = rig.clock.now() + timedelta(days=1)
     await rig.subscribe(receiver.url, ((SECRET, None), (OLD_SECRET, until)))
     await rig.emit("hold_1", 1)
     await drain(rig.relay())
@@ -190,7 +193,7 @@ async def test_during_rotation_both_secrets_sign(rig: Rig, receiver: Receiver) -
 async def test_a_rotated_out_secret_stops_signing_after_its_overlap(
     rig: Rig, receiver: Receiver
 ) -> None:
-    await rig.subscribe(receiver.url, ((SECRET, None), (OLD_SECRET, T0)))
+    await rig.subscribe(receiver.url, ((SECRET, None), (OLD_SECRET, rig.clock.now())))
     await rig.emit("hold_1", 1)
     await drain(rig.relay())
     [(headers, body)] = receiver.got

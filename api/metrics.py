@@ -14,7 +14,7 @@ at scrape time (:class:`StoreFigures`), so they describe the whole database.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import datetime
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest, values
@@ -53,7 +53,8 @@ class StoreFigures(Collector):
         self._gauges = Gauges({}, 0, None, 0)
         self._lag = 0.0
         self._outbox_lag = 0.0
-        self.relay_lease_held = False  # this process's, not the store's: set by the relay
+        # This process's relay, not the store's: whether it may deliver now.
+        self.relay_lease_held: Callable[[], bool] = lambda: False
 
     def update(self, gauges: Gauges, now: datetime) -> None:
         self._gauges = gauges
@@ -101,7 +102,7 @@ class StoreFigures(Collector):
         yield GaugeMetricFamily(
             "slotward_relay_lease_held",
             "1 while this process holds the relay lease (SQLite; always 1 on PostgreSQL)",
-            value=1 if self.relay_lease_held else 0,
+            value=1 if self.relay_lease_held() else 0,
         )
 
 
@@ -204,8 +205,8 @@ class Metrics:
         if disabled:
             self._disabled.inc(disabled)
 
-    def relay_lease(self, held: bool) -> None:
-        """Whether this process's relay may deliver now."""
+    def watch_relay(self, held: Callable[[], bool]) -> None:
+        """Report, at each scrape, whether this process's relay may deliver now."""
         self.store_figures.relay_lease_held = held
 
     def set_gauges(self, gauges: Gauges, now: datetime) -> None:

@@ -96,6 +96,7 @@ class Relay:
         self._wake = asyncio.Event()
         self._lease_until: datetime | None = None
         self._rand = random.Random()
+        svc.metrics.watch_relay(lambda: self.lease_held)  # read at scrape time: it expires
         self._opened: dict[tuple[str, str], str] = {}
 
     @property
@@ -135,8 +136,8 @@ class Relay:
     async def turn(self) -> bool:
         """Record what finished, claim what fits: one transaction. True when there may
         be more to do at once."""
+        held = await self._lease()  # before the results are taken: it may raise
         results, self._done = self._done, []
-        held = await self._lease()
         room = MAX_IN_FLIGHT - len(self._flights)
         limit = max(0, min(room, self._settings.batch)) if held else 0
         if not results and limit == 0:
@@ -187,7 +188,6 @@ class Relay:
         self._lease_until = now + ttl if taken else None
         if taken and not held_before:
             log.info("relay lease taken by %s", self.owner)
-        self._svc.metrics.relay_lease(taken)
         return taken
 
     def _launch(self, claim: Claim) -> None:

@@ -88,7 +88,11 @@ def refusal(address: Address, *, allow_private: bool) -> str | None:
 def _host(parts: SplitResult) -> str:
     netloc = parts.netloc
     if netloc.startswith("["):
-        literal = netloc[1 : netloc.find("]")]
+        end = netloc.find("]")
+        after = netloc[end + 1 :] if end > 0 else ""
+        if end < 0 or not (after == "" or re.fullmatch(r":[0-9]{1,5}", after)):
+            raise _invalid("the URL's IPv6 host must be '[address]', optionally ':port'")
+        literal = netloc[1:end]
         if "%" in literal:
             raise _invalid("a webhook URL names no IPv6 zone ('%...')")
         try:

@@ -133,7 +133,7 @@ def relay_step(
             uow.lock_tenant(tenant)
         now = clock.now()
         done = _record(uow, ids, results, now, settings, rand, audit_key)
-        _fan_out(uow, ids, events, now)
+        _fan_out(uow, ids, events, now, now + timedelta(seconds=settings.schedule[0]))
         claims = uow.deliveries.claim(owner, now, now + settings.lease, limit) if limit > 0 else []
         uow.commit()
         return done, Work(claims, len(events))
@@ -152,14 +152,17 @@ def claim_work(
     return work
 
 
-def _fan_out(uow: UnitOfWork, ids: IdGenerator, events: list[OutboxEvent], now: datetime) -> None:
+def _fan_out(
+    uow: UnitOfWork, ids: IdGenerator, events: list[OutboxEvent], now: datetime, first: datetime
+) -> None:
+    """Each event's deliveries, first due at ``first`` (the schedule's first wait)."""
     if not events:
         return
     by_tenant: dict[str, list[Subscription]] = {}
     for sub in uow.webhooks.active({e.tenant for e in events}):
         by_tenant.setdefault(sub.tenant, []).append(sub)
     made = [
-        _delivery(ids.new_id("dlv"), event, sub, now)
+        _delivery(ids.new_id("dlv"), event, sub, first)
         for event in events
         for sub in by_tenant.get(event.tenant, ())
         if matches(sub.topics, event.type)
@@ -173,7 +176,7 @@ def _fan_out(uow: UnitOfWork, ids: IdGenerator, events: list[OutboxEvent], now: 
         uow.outbox.settle(unwanted, now)  # an event no subscription wants is delivered now
 
 
-def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, now: datetime) -> Delivery:
+def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, due: datetime) -> Delivery:
     return Delivery(
         id=delivery_id,
         event_id=event.id,
@@ -183,7 +186,7 @@ def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, now: date
         seq=event.seq,
         state="pending",
         attempts=0,
-        next_attempt_at=now,
+        next_attempt_at=due,
         created_at=event.created_at,
     )
 
@@ -244,9 +247,12 @@ def _record(
         sub = subs[delivery.subscription_id]
         if sub is None:
             continue
-        reason = _disabling(sub, result, now, settings)
         subs[sub.id] = _figures(sub, result, now)
-        if reason is not None and sub.status == "active":
+        if result.gone and sub.status == "active":
+            disabling.setdefault(sub.id, "the receiver answered 410 Gone")
+    for sub in subs.values():  # from the batch's final figures: a later success clears it
+        reason = _failing_too_long(sub, now, settings)
+        if sub is not None and reason is not None and sub.status == "active":
             disabling.setdefault(sub.id, reason)
     uow.deliveries.save_many(moved)  # before a disabling kills what is still pending
     touched = {d.event_id for d in moved}
@@ -320,17 +326,16 @@ def _figures(sub: Subscription, result: Result, now: datetime) -> Subscription:
     )
 
 
-def _disabling(
-    sub: Subscription, result: Result, now: datetime, settings: RelaySettings
+def _failing_too_long(
+    sub: Subscription | None, now: datetime, settings: RelaySettings
 ) -> str | None:
-    """Why this result disables the subscription, if it does."""
-    if result.gone:
-        return "the receiver answered 410 Gone"
-    since = sub.failing_since or result.at
-    if not result.ok and now - since >= settings.disable_after:
-        hours = settings.disable_after.total_seconds() / 3600
-        return f"every delivery failed for {hours:g} hours"
-    return None
+    """Why ``sub`` is disabled for failing, if its failures have lasted long enough."""
+    if sub is None or sub.failing_since is None:
+        return None
+    if now - sub.failing_since < settings.disable_after:
+        return None
+    hours = settings.disable_after.total_seconds() / 3600
+    return f"every delivery failed for {hours:g} hours"
 
 
 def _disable(
@@ -344,7 +349,7 @@ def _disable(
     """Disabling ``sub``: its pending deliveries die, an event and an audit entry say
     so. The caller saves the subscription itself."""
     killed = uow.deliveries.kill_pending(sub.id, now, f"the subscription was disabled: {reason}")
-    audit(uow, sub.tenant, RELAY_ACTOR, now, "webhook.disable", None, None, "disabled",
+    audit(uow, sub.tenant, RELAY_ACTOR, now, "webhook.disable", sub.id, None, "disabled",
           audit_key=audit_key)  # fmt: skip
     payload = {
         "webhook_id": sub.id,

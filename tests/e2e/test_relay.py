@@ -407,3 +407,20 @@ async def test_private_targets_are_refused_without_the_setting(
         [event] = await app.events("delivered")
         assert event["deliveries"] == []
         assert receiver.arrivals == []
+
+
+async def test_each_delivery_checks_the_target_again(database: tuple[str, Engine]) -> None:
+    """A URL taken once (the setting on) is refused at delivery when it no longer
+    passes (the setting off, standing for DNS that now answers a private address)."""
+    async with Receiver() as receiver:
+        async with relayed(database) as allowed:
+            await allowed.subscribe(receiver.url)
+        async with relayed(database, allow_private_urls=False, relay_schedule=(0.0,)) as app:
+            await app.hold("alex@example.com")
+            await eventually(lambda: _has(app, "dead"), 20)
+            [event] = await app.events("dead")
+            [attempt] = _log(event)
+            assert attempt["status"] is None
+            assert attempt["error"].startswith("url_not_allowed: "), attempt
+            assert "loopback" in attempt["error"], attempt
+            assert receiver.arrivals == []  # never reached

@@ -172,6 +172,13 @@ class Cluster:
             samples = parse_metrics(await resp.text())
         return samples[("slotward_relay_lease_held", frozenset())]
 
+    async def delivered_by(self, served: Served) -> float:
+        """The deliveries this process's relay recorded as delivered (its own counter)."""
+        async with self.session.get(served.base + "/metrics") as resp:
+            samples = parse_metrics(await resp.text())
+        key = ("slotward_webhook_deliveries_total", frozenset({("outcome", "delivered")}))
+        return samples[key]
+
 
 @contextlib.asynccontextmanager
 async def cluster(url: str, tmp: Path) -> AsyncIterator[Cluster]:
@@ -248,6 +255,18 @@ async def test_two_processes_on_postgresql_deliver_every_event_in_order(
         events = await c.events(b, "delivered")
         assert len(events) == 3 * holds
         assert receiver.delivered_ids() == {e["id"] for e in events}
+        # Never claimed by both relays at once (SKIP LOCKED): each send to the
+        # receiver is one logged attempt, and only the last of an event's succeeded.
+        for event in events:
+            [delivery] = event["deliveries"]
+            statuses = [a["status"] for a in delivery["log"]]
+            assert statuses[-1] == 200, (event["id"], statuses)
+            assert 200 not in statuses[:-1], (event["id"], statuses)
+            assert len(receiver.of(event["id"])) == len(statuses), (event["id"], statuses)
+        # Side by side: the two relays' counts add up to every event (which of
+        # them sent how many is up to their timing; tests/integration/
+        # test_pg_relay_claims.py proves their claims disjoint).
+        assert await c.delivered_by(a) + await c.delivered_by(b) == len(events)
         hooks = receiver.hooks()
         assert all(h.verified_by == tuple(receiver.secrets) for h in hooks)
         check_bodies(hooks, events)

@@ -328,3 +328,44 @@ def test_one_relay_lease_holder_at_a_time(world: World) -> None:
     assert not take_relay_lease(world.uow(), world.clock, "b", ttl)
     world.clock.advance(10)
     assert take_relay_lease(world.uow(), world.clock, "b", ttl)  # a's ran out
+
+
+def test_the_schedules_first_wait_delays_the_first_attempt(world: World) -> None:
+    settings = RelaySettings(schedule=(30.0, 10.0), timeout=5.0)
+    world.subscribe()
+    world.event()
+    assert claim_work(world.uow(), world.clock, world.ids, "r", 10, settings).claims == []
+    world.clock.advance(30)
+    assert len(claim_work(world.uow(), world.clock, world.ids, "r", 10, settings).claims) == 1
+
+
+def test_a_success_in_the_same_batch_clears_the_failing_too_long_rule(world: World) -> None:
+    settings = RelaySettings(schedule=(0.0,) * 10, disable_after=timedelta(hours=5))
+    sub = world.subscribe()
+    world.event(hold="hold_1")
+    [claim] = world.claim()
+    world.answer(claim, 500)  # failing since T0
+    world.clock.advance(6 * 3600)
+    world.event(hold="hold_2")
+    claims = world.claim()
+    assert len(claims) == 2
+    now = world.clock.now()
+    failed, ok = sorted(claims, key=lambda c: c.event.hold_id or "")
+    record_results(
+        world.uow(), world.clock, world.ids,
+        [Result(failed.delivery.id, TENANT, now, 500, "HTTP 500"),
+         Result(ok.delivery.id, TENANT, now, 200, None)],
+        settings, lambda: 0.5, audit_key=None,
+    )  # fmt: skip
+    figures = world.sub(sub)
+    assert (figures.status, figures.consecutive_failures) == ("active", 0)
+
+
+def test_the_disabling_audit_entry_names_the_subscription(world: World) -> None:
+    sub = world.subscribe()
+    world.event()
+    [claim] = world.claim()
+    world.answer(claim, 410)
+    with world.uow() as uow:
+        [entry] = uow.audit.entries(TENANT, 0, 10)
+    assert (entry.action, entry.key, entry.actor) == ("webhook.disable", sub.id, "relay")

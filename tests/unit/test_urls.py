@@ -55,6 +55,8 @@ def test_a_url_is_taken_apart(url: str, target: tuple[str, str, int]) -> None:
         ("http://hooks.example.com:http/", "port"),
         ("http://[::1/", "unclosed"),
         ("http://[not-ipv6]/", "IPv6"),
+        ("http://[2606:4700::1111]junk/", "optionally ':port'"),  # was taken, then never sent
+        ("http://[2606:4700::1111]:/", "optionally ':port'"),
         ("http://[fe80::1%25eth0]/", "zone"),
         ("http://127.1/", "numeric host"),
         ("http://0x7f.0.0.1/", "numeric host"),

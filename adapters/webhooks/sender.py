@@ -29,6 +29,7 @@ from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.clock import SystemClock
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.ports import Clock
+from slotward.engine.rules.delivery import gone, succeeded
 from slotward.engine.rules.urls import Target, parse_target
 
 __all__ = ["Outcome", "WebhookSender"]
@@ -49,12 +50,11 @@ class Outcome:
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        return succeeded(self.status)
 
     @property
     def gone(self) -> bool:
-        """410 Gone: the receiver asks slotward to stop (the subscription is disabled)."""
-        return self.status == 410
+        return gone(self.status)
 
 
 class WebhookSender:

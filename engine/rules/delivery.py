@@ -15,7 +15,14 @@ from datetime import datetime, timedelta
 
 from slotward.engine.model import DeliveryState
 
-__all__ = ["DEFAULT_SCHEDULE", "RelaySettings", "next_attempt", "settled_state"]
+__all__ = [
+    "DEFAULT_SCHEDULE",
+    "RelaySettings",
+    "gone",
+    "next_attempt",
+    "settled_state",
+    "succeeded",
+]
 
 DEFAULT_SCHEDULE: tuple[float, ...] = (
     0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0
@@ -71,3 +78,13 @@ def settled_state(states: Collection[DeliveryState | str]) -> DeliveryState:
     if "pending" in states:
         return "pending"
     return "dead" if "dead" in states else "delivered"
+
+
+def succeeded(status: int | None) -> bool:
+    """A 2xx: the receiver has the event. Anything else, a 3xx included, is a failure."""
+    return status is not None and 200 <= status < 300
+
+
+def gone(status: int | None) -> bool:
+    """410 Gone: the receiver asks slotward to stop (the subscription is disabled)."""
+    return status == 410

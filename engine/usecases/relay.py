@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from slotward.engine.model import Claim, Delivery, OutboxEvent, Subscription
 from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
 from slotward.engine.rules.audit import AuditKey
-from slotward.engine.rules.delivery import RelaySettings, next_attempt
+from slotward.engine.rules.delivery import RelaySettings, gone, next_attempt, succeeded
 from slotward.engine.rules.timenorm import format_instant
 from slotward.engine.rules.topics import matches
 from slotward.engine.usecases.effects import audit
@@ -66,11 +66,11 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        return succeeded(self.status)
 
     @property
     def gone(self) -> bool:
-        return self.status == 410
+        return gone(self.status)
 
 
 @dataclass

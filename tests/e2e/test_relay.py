@@ -28,7 +28,16 @@ from slotward.api.http.app import build_app
 from slotward.api.keys import create_key
 from slotward.engine.model import Principal, Role
 from tests.e2e.conftest import HOLD_BODY, Answer, Client, serving
-from tests.e2e.receiver import Arrival, Hang, Receiver, Reply, eventually, verifies
+from tests.e2e.receiver import (
+    Arrival,
+    Hang,
+    Receiver,
+    Reply,
+    eventually,
+    verifies,
+    wait_until,
+)
+from tests.e2e.test_metrics import parse_metrics
 
 SECRET_KEY = "e2e-relay-sealing-key-0123456789"
 # Forty attempts, a fifth to two fifths of a second apart: room for a receiver
@@ -424,3 +433,36 @@ async def test_each_delivery_checks_the_target_again(database: tuple[str, Engine
             assert attempt["error"].startswith("url_not_allowed: "), attempt
             assert "loopback" in attempt["error"], attempt
             assert receiver.arrivals == []  # never reached
+
+
+async def test_the_metrics_show_the_lag_the_failures_and_the_dead(
+    database: tuple[str, Engine],
+) -> None:
+    def value(text: str, name: str, **labels: str) -> float:
+        return parse_metrics(text).get((name, frozenset(labels.items())), 0.0)
+
+    async with (
+        Receiver(default=Reply(500)) as receiver,
+        relayed(database, relay_schedule=(0.0, 0.3)) as app,
+    ):
+        hook = await app.subscribe(receiver.url)
+        await app.hold("alex@example.com")
+        await eventually(lambda: _has(app, "dead"), 20)
+        text = (await app.admin.get("/metrics")).body.decode()
+        assert value(text, "slotward_outbox_dead") == 1
+        assert value(text, "slotward_webhook_deliveries_total", outcome="failed") == 1
+        assert value(text, "slotward_webhook_deliveries_total", outcome="dead") == 1
+        failures = "slotward_webhook_consecutive_failures"
+        assert value(text, failures, subscription=hook["id"]) == 2
+        assert value(text, "slotward_outbox_lag_seconds") == 0  # dead is not waiting
+        assert value(text, "slotward_relay_lease_held") == 1
+        assert receiver.url not in text  # no tenant data
+        assert "alex" not in text
+
+        receiver.gate_all()  # a pending event: the lag counts from its creation
+        await app.hold("blake@example.com")
+        await wait_until(lambda: receiver.in_flight >= 1, 20)
+        text = (await app.admin.get("/metrics")).body.decode()
+        assert value(text, "slotward_outbox_lag_seconds") > 0
+        assert value(text, "slotward_outbox_backlog") == 1
+        receiver.release_all()

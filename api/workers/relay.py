@@ -197,8 +197,12 @@ class Relay:
 
     def _landed(self, key: str, task: asyncio.Task[Result]) -> None:
         self._flights.pop(key, None)
-        if not task.cancelled() and task.exception() is None:
-            self._done.append(task.result())
+        if not task.cancelled():
+            failed = task.exception()
+            if failed is None:
+                self._done.append(task.result())
+            else:  # a bug, not the receiver: its claim runs out and it goes again
+                log.error("sending delivery %s failed", key, exc_info=failed)
         self._wake.set()
 
     async def _send(self, claim: Claim) -> Result:

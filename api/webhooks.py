@@ -31,6 +31,7 @@ __all__ = [
     "MAX_URL",
     "create_webhook",
     "delete_webhook",
+    "enable_webhook",
     "get_event",
     "get_webhook",
     "list_events",
@@ -134,6 +135,17 @@ async def get_webhook(svc: Services, principal: Principal, subscription_id: str)
     return await svc.store.read(
         partial(subscriptions.get_subscription, principal=principal,
                 subscription_id=subscription_id)
+    )  # fmt: skip
+
+
+async def enable_webhook(
+    svc: Services, principal: Principal, subscription_id: str
+) -> dict[str, Any]:
+    """Make a disabled subscription active again (re-drive its dead events after)."""
+    require_role(principal, ADMINS)
+    return await svc.store.write(
+        partial(subscriptions.enable_subscription, principal=principal,
+                subscription_id=subscription_id, policy=svc.policy, clock=svc.clock)
     )  # fmt: skip
 
 

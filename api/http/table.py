@@ -30,6 +30,7 @@ from slotward.api.http.telemetry import metrics_handler
 from slotward.api.http.webhook_handlers import (
     create_webhook,
     delete_webhook,
+    enable_webhook,
     list_events,
     list_webhooks,
     read_event,
@@ -177,6 +178,14 @@ ROUTES: tuple[Route, ...] = (
         "A new signing secret, shown once; the old one signs beside it for overlap_hours (admin)",
         request=w.WEBHOOK_ROTATE,
         responses={200: w.WEBHOOK_CREATED, 404: None, 422: None, **_ADMIN},
+        params=(_WEBHOOK,), body_optional=True, tag="webhooks",
+    ),
+    Route(
+        "POST", "/v1/webhooks/{webhook_id}/enable", enable_webhook, "enableWebhook",
+        "Make a disabled subscription active again, its failures forgotten (admin); "
+        "re-drive its dead events after",
+        request=w.WEBHOOK_ENABLE,
+        responses={200: w.WEBHOOK, 404: None, 422: None, **_ADMIN},
         params=(_WEBHOOK,), body_optional=True, tag="webhooks",
     ),
     Route(

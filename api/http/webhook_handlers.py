@@ -15,6 +15,7 @@ from slotward.api.http.responses import json_response
 __all__ = [
     "create_webhook",
     "delete_webhook",
+    "enable_webhook",
     "list_events",
     "list_webhooks",
     "read_event",
@@ -57,6 +58,15 @@ async def rotate_webhook(request: web.Request) -> web.Response:
         svc, principal, request.match_info["webhook_id"], fields.get("overlap_hours")
     )
     return json_response(doc)
+
+
+async def enable_webhook(request: web.Request) -> web.Response:
+    svc = request.app[SERVICES]
+    principal = await authenticate(request, svc.keys, service.ADMINS)
+    schemas.WEBHOOK_ENABLE.validate(await read_json(request, allow_empty=True))
+    return json_response(
+        await webhooks.enable_webhook(svc, principal, request.match_info["webhook_id"])
+    )
 
 
 async def delete_webhook(request: web.Request) -> web.Response:

@@ -12,6 +12,7 @@ __all__ = [
     "WEBHOOK",
     "WEBHOOK_CREATE",
     "WEBHOOK_CREATED",
+    "WEBHOOK_ENABLE",
     "WEBHOOK_LIST",
     "WEBHOOK_ROTATE",
 ]
@@ -45,6 +46,9 @@ WEBHOOK_ROTATE = Shape(
         ),
     ),
 )  # fmt: skip
+WEBHOOK_ENABLE = Shape(
+    "WebhookEnable", (), description="Nothing to send: the body is optional, and empty"
+)
 _SECRET_STATE = Shape(
     "WebhookSecretState",
     (

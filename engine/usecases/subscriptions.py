@@ -25,6 +25,7 @@ __all__ = [
     "NewSubscription",
     "create_subscription",
     "delete_subscription",
+    "enable_subscription",
     "get_event",
     "get_subscription",
     "list_events",
@@ -137,6 +138,29 @@ def rotate_secret(
         uow.webhooks.save(sub)
         audit(uow, principal.tenant, principal.agent_id, now, "webhook.rotate", sub.id, None,
               "rotated", audit_key=policy.audit_key)  # fmt: skip
+        uow.commit()
+    return subscription_document(sub)
+
+
+def enable_subscription(
+    uow: UnitOfWork, principal: Principal, subscription_id: str, policy: Policy, clock: Clock
+) -> dict[str, Any]:
+    """Make a disabled subscription active again, its failures forgotten; answer its
+    document. An active one is left as it is (enabling twice is enabling once). Its
+    dead deliveries stay dead until re-driven."""
+    with uow:
+        uow.lock_tenant(principal.tenant)
+        now = clock.now()
+        sub = _load(uow, principal.tenant, subscription_id)
+        if sub.status == "active":
+            return subscription_document(sub)
+        sub = replace(
+            sub, status="active", disabled_reason=None, consecutive_failures=0,
+            failing_since=None, updated_at=now,
+        )  # fmt: skip
+        uow.webhooks.save(sub)
+        audit(uow, principal.tenant, principal.agent_id, now, "webhook.enable", sub.id, None,
+              "enabled", audit_key=policy.audit_key)  # fmt: skip
         uow.commit()
     return subscription_document(sub)
 

@@ -36,6 +36,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/webhooks"): ADMIN,
     ("GET", "/v1/webhooks/{webhook_id}"): ADMIN,
     ("POST", "/v1/webhooks/{webhook_id}/rotate"): ADMIN,
+    ("POST", "/v1/webhooks/{webhook_id}/enable"): ADMIN,
     ("DELETE", "/v1/webhooks/{webhook_id}"): ADMIN,
     ("GET", "/v1/outbox"): ADMIN,
     ("GET", "/v1/outbox/{event_id}"): ADMIN,
@@ -106,6 +107,7 @@ def _call(method: str, path: str, ids: dict[str, str]) -> tuple[str, Any]:
         "/v1/attendees": {"emails": ["matrix@example.com"]},
         "/v1/webhooks": WEBHOOK,
         "/v1/webhooks/{webhook_id}/rotate": {},
+        "/v1/webhooks/{webhook_id}/enable": {},
         "/v1/outbox/{event_id}/redrive": {},
     }  # fmt: skip
     if path == "/v1/availability":

@@ -466,3 +466,35 @@ async def test_the_metrics_show_the_lag_the_failures_and_the_dead(
         assert value(text, "slotward_outbox_lag_seconds") > 0
         assert value(text, "slotward_outbox_backlog") == 1
         receiver.release_all()
+
+
+async def test_a_disabled_subscription_enabled_again_gets_its_dead_event_redriven(
+    database: tuple[str, Engine],
+) -> None:
+    async with Receiver(default=Reply(410)) as receiver, relayed(database) as app:
+        hook = await app.subscribe(receiver.url)
+        await app.hold("alex@example.com")
+        await eventually(lambda: _has(app, "dead"), 20)
+        [dead] = await app.events("dead")
+        refused = await app.admin.post(f"/v1/outbox/{dead['id']}/redrive")
+        assert refused.status == 409, refused.json  # disabled: nowhere to send it
+        assert refused.json["code"] == "nothing_to_redrive"
+
+        receiver.default = Reply(200)  # the receiver is fixed
+        enabled = await app.admin.post(f"/v1/webhooks/{hook['id']}/enable")
+        assert enabled.status == 200, enabled.json
+        assert (enabled.json["status"], enabled.json["disabled_reason"]) == ("active", None)
+        assert enabled.json["consecutive_failures"] == 0
+        assert "secret" not in enabled.json
+        again = await app.admin.post(f"/v1/webhooks/{hook['id']}/enable")
+        assert (again.status, again.json["status"]) == (200, "active")  # twice is once
+
+        redriven = await app.admin.post(f"/v1/outbox/{dead['id']}/redrive")
+        assert redriven.status == 200, redriven.json
+        await receiver.wait_for([dead["id"]])
+        await eventually(app.settled, 20)
+        assert (await app.event(dead["id"]))["state"] == "delivered"
+        audit = await app.admin.get("/v1/audit")
+        actions = [(e["action"], e["key"]) for e in audit.json["items"]]
+        assert ("webhook.disable", hook["id"]) in actions
+        assert actions.count(("webhook.enable", hook["id"])) == 1  # the second changed nothing

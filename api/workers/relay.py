@@ -23,7 +23,6 @@ import os
 import random
 import secrets
 import socket
-from dataclasses import dataclass
 from datetime import datetime
 
 from slotward.adapters.webhooks.sender import WebhookSender
@@ -68,12 +67,6 @@ def webhook_body(claim: Claim) -> bytes:
     return encode({"type": event.type, "timestamp": format_instant(event.created_at), "data": data})
 
 
-@dataclass
-class _Flight:
-    claim: Claim
-    task: asyncio.Task[Result]
-
-
 class Relay:
     """One process's relay. ``exclusive``: take the store-wide relay lease first (SQLite)."""
 
@@ -91,7 +84,7 @@ class Relay:
         self._settings = settings
         self._exclusive = exclusive
         self.owner = owner or f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(4)}"
-        self._flights: dict[str, _Flight] = {}
+        self._flights: dict[str, asyncio.Task[Result]] = {}  # by delivery id
         self._done: list[Result] = []
         self._wake = asyncio.Event()
         self._lease_until: datetime | None = None
@@ -115,7 +108,7 @@ class Relay:
     async def settle(self) -> None:
         """Wait for the sends in flight (each bounded by the timeout)."""
         if self._flights:
-            await asyncio.wait([f.task for f in self._flights.values()])
+            await asyncio.wait(list(self._flights.values()))
 
     async def run_forever(self) -> None:
         try:
@@ -192,7 +185,7 @@ class Relay:
 
     def _launch(self, claim: Claim) -> None:
         task = asyncio.create_task(self._send(claim))
-        self._flights[claim.delivery.id] = _Flight(claim, task)
+        self._flights[claim.delivery.id] = task
         task.add_done_callback(functools.partial(self._landed, claim.delivery.id))
 
     def _landed(self, key: str, task: asyncio.Task[Result]) -> None:
@@ -247,7 +240,7 @@ class Relay:
     async def _stop(self) -> None:
         """Let in-flight sends finish (briefly), record them, give the lease back."""
         if self._flights:
-            tasks = [f.task for f in self._flights.values()]
+            tasks = list(self._flights.values())
             await asyncio.wait(tasks, timeout=2.0)
             for task in tasks:
                 task.cancel()

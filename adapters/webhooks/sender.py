@@ -17,7 +17,6 @@ import email.utils
 import ipaddress
 import ssl
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
@@ -29,7 +28,7 @@ from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.clock import SystemClock
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.ports import Clock
-from slotward.engine.rules.delivery import gone, succeeded
+from slotward.engine.rules.delivery import Outcome
 from slotward.engine.rules.urls import Target, parse_target
 
 __all__ = ["Outcome", "WebhookSender"]
@@ -38,23 +37,6 @@ READ_LIMIT: Final = 64 * 1024
 _MAX_ERROR: Final = 300
 _CONNECTIONS: Final = 256  # one per delivery a relay has in flight (api/workers/relay.py)
 _TARGETS_KEPT: Final = 1024  # parsed URLs remembered (one per subscription)
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one delivery attempt got: a status, or an error with no status."""
-
-    status: int | None
-    error: str | None
-    retry_after: float | None  # seconds; only from a 429 or 503
-
-    @property
-    def ok(self) -> bool:
-        return succeeded(self.status)
-
-    @property
-    def gone(self) -> bool:
-        return gone(self.status)
 
 
 class WebhookSender:

@@ -29,7 +29,7 @@ from slotward.adapters.webhooks.sender import WebhookSender
 from slotward.api.bootstrap import Services
 from slotward.engine.errors import Unavailable
 from slotward.engine.model import Claim
-from slotward.engine.rules.delivery import RelaySettings
+from slotward.engine.rules.delivery import Outcome, RelaySettings
 from slotward.engine.rules.documents import encode
 from slotward.engine.rules.signing import signature_header
 from slotward.engine.rules.timenorm import format_instant
@@ -206,7 +206,7 @@ class Relay:
             keys = self._secrets(claim, now)
         except ValueError:  # sealed under a key the server no longer has
             lost = "the signing secret cannot be opened: was SLOTWARD_SECRET_KEY changed?"
-            return Result(delivery.id, delivery.tenant, now, None, lost)
+            return Result(delivery.id, delivery.tenant, now, Outcome(None, lost))
         body = webhook_body(claim)
         stamp = int(now.timestamp())
         headers = {
@@ -215,9 +215,7 @@ class Relay:
             "webhook-signature": signature_header(keys, claim.event.id, stamp, body),
         }
         outcome = await self._sender.send(claim.subscription.url, headers, body)
-        return Result(
-            delivery.id, delivery.tenant, now, outcome.status, outcome.error, outcome.retry_after
-        )
+        return Result(delivery.id, delivery.tenant, now, outcome)
 
     def _secrets(self, claim: Claim, now: datetime) -> list[str]:
         sub = claim.subscription

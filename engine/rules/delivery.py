@@ -15,14 +15,7 @@ from datetime import datetime, timedelta
 
 from slotward.engine.model import DeliveryState
 
-__all__ = [
-    "DEFAULT_SCHEDULE",
-    "RelaySettings",
-    "gone",
-    "next_attempt",
-    "settled_state",
-    "succeeded",
-]
+__all__ = ["DEFAULT_SCHEDULE", "Outcome", "RelaySettings", "next_attempt", "settled_state"]
 
 DEFAULT_SCHEDULE: tuple[float, ...] = (
     0.0, 5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 50400.0, 72000.0, 86400.0
@@ -80,11 +73,24 @@ def settled_state(states: Collection[DeliveryState | str]) -> DeliveryState:
     return "dead" if "dead" in states else "delivered"
 
 
-def succeeded(status: int | None) -> bool:
-    """A 2xx: the receiver has the event. Anything else, a 3xx included, is a failure."""
-    return status is not None and 200 <= status < 300
+@dataclass(frozen=True)
+class Outcome:
+    """What one delivery attempt got: a status, or an error with no status.
 
+    ``retry_after``: the receiver's Retry-After in seconds (from a 429 or 503).
+    ``error`` is one short line naming what failed, never a header or a secret.
+    """
 
-def gone(status: int | None) -> bool:
-    """410 Gone: the receiver asks slotward to stop (the subscription is disabled)."""
-    return status == 410
+    status: int | None
+    error: str | None
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        """A 2xx: the receiver has the event. Anything else, a 3xx included, is a failure."""
+        return self.status is not None and 200 <= self.status < 300
+
+    @property
+    def gone(self) -> bool:
+        """410 Gone: the receiver asks slotward to stop (the subscription is disabled)."""
+        return self.status == 410

@@ -16,7 +16,7 @@ from datetime import datetime, timedelta
 from slotward.engine.model import Claim, Delivery, OutboxEvent, Subscription
 from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
 from slotward.engine.rules.audit import AuditKey
-from slotward.engine.rules.delivery import RelaySettings, gone, next_attempt, succeeded
+from slotward.engine.rules.delivery import Outcome, RelaySettings, next_attempt
 from slotward.engine.rules.timenorm import format_instant
 from slotward.engine.rules.topics import matches
 from slotward.engine.usecases.effects import audit
@@ -60,17 +60,7 @@ class Result:
     delivery_id: str
     tenant: str  # the delivery's: its lock is taken before the outcome is recorded
     at: datetime  # when the attempt began
-    status: int | None  # the HTTP status; None: no answer
-    error: str | None  # why it failed, one line, no secret
-    retry_after: float | None = None  # the receiver's Retry-After, in seconds
-
-    @property
-    def ok(self) -> bool:
-        return succeeded(self.status)
-
-    @property
-    def gone(self) -> bool:
-        return gone(self.status)
+    outcome: Outcome
 
 
 @dataclass
@@ -228,7 +218,9 @@ def _record(
         return done
     found = {d.id: d for d in uow.deliveries.get_many([r.delivery_id for r in results])}
     results = [r for r in results if r.delivery_id in found]  # else deleted meanwhile
-    uow.deliveries.add_attempts([(r.delivery_id, r.at, r.status, r.error) for r in results])
+    uow.deliveries.add_attempts(
+        [(r.delivery_id, r.at, r.outcome.status, r.outcome.error) for r in results]
+    )
     subs: dict[str, Subscription | None] = {}
     disabling: dict[str, str] = {}  # subscription id -> why
     moved: list[Delivery] = []
@@ -236,7 +228,7 @@ def _record(
         delivery = found[result.delivery_id]
         # Settled meanwhile (another relay after our lease ran out, a
         # disabling): only a success still changes it, as the receiver has it.
-        if delivery.state == "delivered" or (delivery.state == "dead" and not result.ok):
+        if delivery.state == "delivered" or (delivery.state == "dead" and not result.outcome.ok):
             continue
         moved.append(_moved(delivery, result, now, settings, rand))
         _tally(done, moved[-1])
@@ -248,7 +240,7 @@ def _record(
         if sub is None:
             continue
         subs[sub.id] = _figures(sub, result, now)
-        if result.gone and sub.status == "active":
+        if result.outcome.gone and sub.status == "active":
             disabling.setdefault(sub.id, "the receiver answered 410 Gone")
     for sub in subs.values():  # from the batch's final figures: a later success clears it
         reason = _failing_too_long(sub, now, settings)
@@ -283,16 +275,14 @@ def _moved(
         attempts=tried,
         claim_owner=None,
         claim_until=None,
-        last_status=result.status,
-        last_error=result.error,
+        last_status=result.outcome.status,
+        last_error=result.outcome.error,
     )
-    if result.ok:
+    if result.outcome.ok:
         return replace(base, state="delivered", delivered_at=now, last_error=None)
-    if d.state == "dead":  # not ours to retry (a disabling killed it)
-        return base
-    if result.gone:
-        return replace(base, state="dead", last_error=result.error or "410 Gone")
-    retry = next_attempt(settings, tried, now, result.retry_after, rand)
+    if result.outcome.gone:
+        return replace(base, state="dead", last_error=result.outcome.error or "410 Gone")
+    retry = next_attempt(settings, tried, now, result.outcome.retry_after, rand)
     if retry is None:
         return replace(base, state="dead")
     return replace(base, next_attempt_at=retry)
@@ -308,11 +298,11 @@ def _tally(done: Recorded, d: Delivery) -> None:
 
 
 def _figures(sub: Subscription, result: Result, now: datetime) -> Subscription:
-    if result.ok:
+    if result.outcome.ok:
         return replace(
             sub,
             last_attempt_at=result.at,
-            last_status=result.status,
+            last_status=result.outcome.status,
             last_delivery_at=now,
             consecutive_failures=0,
             failing_since=None,
@@ -320,7 +310,7 @@ def _figures(sub: Subscription, result: Result, now: datetime) -> Subscription:
     return replace(
         sub,
         last_attempt_at=result.at,
-        last_status=result.status,
+        last_status=result.outcome.status,
         consecutive_failures=sub.consecutive_failures + 1,
         failing_since=sub.failing_since or result.at,
     )

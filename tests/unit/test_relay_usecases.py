@@ -14,7 +14,7 @@ from slotward.engine.clock import FixedClock
 from slotward.engine.fakes import InMemoryUnitOfWork, SequentialIds, State
 from slotward.engine.model import Claim, Delivery, OutboxEvent, SealedSecret, Subscription
 from slotward.engine.rules.audit import verify_chain
-from slotward.engine.rules.delivery import RelaySettings
+from slotward.engine.rules.delivery import Outcome, RelaySettings
 from slotward.engine.usecases.relay import (
     FAN_OUT_BATCH,
     Result,
@@ -81,7 +81,9 @@ class World:
 
     def answer(self, claim: Claim, status: int | None, retry_after: float | None = None) -> None:
         error = None if status is not None and 200 <= status < 300 else f"status {status}"
-        self.record(Result(claim.delivery.id, TENANT, self.clock.now(), status, error, retry_after))
+        self.record(
+            Result(claim.delivery.id, TENANT, self.clock.now(), Outcome(status, error, retry_after))
+        )
 
     def delivery(self, delivery_id: str) -> Delivery:
         with self.uow() as uow:
@@ -236,7 +238,7 @@ def test_failing_for_the_whole_disable_period_disables(world: World) -> None:
         [claim] = world.claim()
         record_results(
             world.uow(), world.clock, world.ids,
-            [Result(claim.delivery.id, TENANT, world.clock.now(), 500, "status 500")],
+            [Result(claim.delivery.id, TENANT, world.clock.now(), Outcome(500, "status 500"))],
             settings, lambda: 0.5, audit_key=None,
         )  # fmt: skip
         if world.sub(sub).status == "disabled":
@@ -353,8 +355,8 @@ def test_a_success_in_the_same_batch_clears_the_failing_too_long_rule(world: Wor
     failed, ok = sorted(claims, key=lambda c: c.event.hold_id or "")
     record_results(
         world.uow(), world.clock, world.ids,
-        [Result(failed.delivery.id, TENANT, now, 500, "HTTP 500"),
-         Result(ok.delivery.id, TENANT, now, 200, None)],
+        [Result(failed.delivery.id, TENANT, now, Outcome(500, "HTTP 500")),
+         Result(ok.delivery.id, TENANT, now, Outcome(200, None))],
         settings, lambda: 0.5, audit_key=None,
     )  # fmt: skip
     figures = world.sub(sub)

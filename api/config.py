@@ -12,12 +12,14 @@ from datetime import timedelta
 from slotward.adapters.store.waits import Waits
 from slotward.api.keyhash import KeyHasher
 from slotward.api.secretbox import split_old_keys
+from slotward.engine.calendars import ProviderSettings
 from slotward.engine.errors import ConfigError
 from slotward.engine.rules.audit import AuditKey
 from slotward.engine.rules.delivery import DEFAULT_SCHEDULE, RelaySettings
+from slotward.engine.rules.external import ExternalPolicy
 from slotward.engine.rules.policy import Policy
 
-__all__ = ["DEFAULT_DB", "Config"]
+__all__ = ["DEFAULT_DB", "Config", "ProviderConfig"]
 
 DEFAULT_DB = "sqlite+aiosqlite:///./slotward.db"
 _MAX_SECONDS = 86400.0 * 365  # intervals and windows: anything longer is a typo
@@ -25,6 +27,15 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _LOG_FORMATS = ("json", "text")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+@dataclass(frozen=True)
+class ProviderConfig:
+    """The calendar providers' settings, checked (:meth:`Config.providers`)."""
+
+    external: ExternalPolicy
+    settings: ProviderSettings
+    sync_interval: timedelta
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,13 @@ class Config:
     relay_timeout_seconds: float = 15.0
     relay_interval_seconds: float = 0.2
     webhook_disable_after_hours: float = 120.0
+    # Calendar providers (docs/providers.md): a mirror older than this is read
+    # again before a decision; one request to a calendar may take this long;
+    # mirrors read this far ahead; the sync worker reads each binding this often.
+    provider_max_staleness_seconds: float = 60.0
+    provider_timeout_seconds: float = 10.0
+    provider_horizon_days: float = 60.0
+    provider_sync_interval_seconds: float = 30.0
     # Set by `serve --workers N` for its worker processes, never from the
     # environment: the directory where they pool their metrics.
     metrics_dir: str | None = None
@@ -117,6 +135,18 @@ class Config:
             webhook_disable_after_hours=_float(
                 env, "SLOTWARD_WEBHOOK_DISABLE_AFTER_HOURS", base.webhook_disable_after_hours
             ),
+            provider_max_staleness_seconds=_float(
+                env, "SLOTWARD_PROVIDER_MAX_STALENESS", base.provider_max_staleness_seconds
+            ),
+            provider_timeout_seconds=_float(
+                env, "SLOTWARD_PROVIDER_TIMEOUT", base.provider_timeout_seconds
+            ),
+            provider_horizon_days=_float(
+                env, "SLOTWARD_PROVIDER_HORIZON_DAYS", base.provider_horizon_days
+            ),
+            provider_sync_interval_seconds=_float(
+                env, "SLOTWARD_PROVIDER_SYNC_INTERVAL", base.provider_sync_interval_seconds
+            ),
         )
 
     def check_logging(self) -> None:
@@ -153,6 +183,27 @@ class Config:
             timeout=self.relay_timeout_seconds,
             disable_after=timedelta(hours=self.webhook_disable_after_hours),
             interval=self.relay_interval_seconds,
+        )
+
+    def providers(self) -> ProviderConfig:
+        """How calendars are read and written (api/providers.py, api/workers/providers.py)."""
+        if not 0 <= self.provider_max_staleness_seconds <= 86400:
+            raise ConfigError("SLOTWARD_PROVIDER_MAX_STALENESS must be 0 to 86400 seconds")
+        if not 0.5 <= self.provider_timeout_seconds <= 120:
+            raise ConfigError("SLOTWARD_PROVIDER_TIMEOUT must be 0.5 to 120 seconds")
+        if not 1 <= self.provider_horizon_days <= 400:
+            raise ConfigError("SLOTWARD_PROVIDER_HORIZON_DAYS must be 1 to 400 days")
+        if not 0.05 <= self.provider_sync_interval_seconds <= 86400:
+            raise ConfigError("SLOTWARD_PROVIDER_SYNC_INTERVAL must be 0.05 to 86400 seconds")
+        return ProviderConfig(
+            external=ExternalPolicy(
+                max_staleness=timedelta(seconds=self.provider_max_staleness_seconds),
+                horizon=timedelta(days=self.provider_horizon_days),
+            ),
+            settings=ProviderSettings(
+                timeout=self.provider_timeout_seconds, allow_private_urls=self.allow_private_urls
+            ),
+            sync_interval=timedelta(seconds=self.provider_sync_interval_seconds),
         )
 
     def policy(self) -> Policy:

@@ -193,6 +193,10 @@ CODES: Final[Mapping[str, ErrorCode]] = _catalogue(
         Unavailable,
         ("store_unavailable", "the store could not be reached in time"),
         ("audit_key_required", "a keyed audit chain, and this process has no audit key", False),
+        (
+            "provider_unavailable",
+            "an attendee's calendar could not be read, and its binding fails closed",
+        ),
     ),
     # The webhook admin API (api/webhooks.py, engine/usecases/subscriptions.py).
     _family(ValidationFailed, ("invalid_topic", "a topic that is no event type or family")),

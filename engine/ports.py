@@ -23,10 +23,14 @@ from slotward.engine.model import (
     WorkflowStats,
 )
 from slotward.engine.outbox_ports import Deliveries, Leases, Outbox, Webhooks
+from slotward.engine.provider_ports import CalendarProvider, Calendars, CalendarWrites, Mirror
 
 __all__ = [
     "ApiKeys",
     "AuditLog",
+    "CalendarProvider",
+    "CalendarWrites",
+    "Calendars",
     "Clock",
     "Deliveries",
     "Directory",
@@ -34,6 +38,7 @@ __all__ = [
     "IdGenerator",
     "Leases",
     "Ledger",
+    "Mirror",
     "Outbox",
     "Signals",
     "Stats",
@@ -248,6 +253,15 @@ class UnitOfWork(Protocol):
 
     @property
     def leases(self) -> Leases: ...
+
+    @property
+    def calendars(self) -> Calendars: ...
+
+    @property
+    def mirror(self) -> Mirror: ...
+
+    @property
+    def calendar_writes(self) -> CalendarWrites: ...
 
     @property
     def keys(self) -> ApiKeys: ...

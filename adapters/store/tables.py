@@ -27,6 +27,9 @@ __all__ = [
     "attendees",
     "audit_heads",
     "audit_log",
+    "calendar_bindings",
+    "calendar_busy",
+    "calendar_writes",
     "deliveries",
     "delivery_attempts",
     "hold_attendees",
@@ -287,4 +290,73 @@ leases = Table(
     Column("name", String(64), primary_key=True),
     Column("owner", String(64), nullable=False),
     Column("until_us", BigInteger, nullable=False),
+)
+
+# Migration 0008: calendar providers (issue 15). One binding per attendee, the
+# mirror of its busy time, and slotward's own events to write (one row per
+# hold and attendee, coalescing).
+calendar_bindings = Table(
+    "calendar_bindings",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("attendee", String(128), primary_key=True),
+    Column("provider", String(64), nullable=False),
+    Column("url", Text, nullable=False),
+    Column("username", Text, nullable=True),
+    Column("password", Text, nullable=True),  # sealed by the secret box, never clear
+    Column("timezone", String(64), nullable=False),
+    Column("on_unavailable", String(16), nullable=False),  # fail_closed, last_known
+    Column("created_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("status", String(16), nullable=False),  # pending, ok, error
+    Column("synced_us", BigInteger, nullable=True),
+    Column("covers_from_us", BigInteger, nullable=True),
+    Column("covers_until_us", BigInteger, nullable=True),
+    Column("cursor", Text, nullable=True),
+    Column("version", Integer, nullable=False),
+    Column("error", Text, nullable=True),
+    Column("error_us", BigInteger, nullable=True),
+    Column("failures", Integer, nullable=False),
+    Column("next_sync_us", BigInteger, nullable=True),
+    Column("sync_owner", String(64), nullable=True),
+    Column("sync_until_us", BigInteger, nullable=True),
+    Index("ix_calendar_bindings_next_sync", "next_sync_us"),
+)
+
+calendar_busy = Table(
+    "calendar_busy",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("tenant", String(128), nullable=False),
+    Column("attendee", String(128), nullable=False),
+    Column("source", Text, nullable=False),
+    Column("start_us", BigInteger, nullable=False),
+    Column("end_us", BigInteger, nullable=False),
+    Index("ix_calendar_busy_attendee_start", "tenant", "attendee", "start_us"),
+    Index("ix_calendar_busy_source", "tenant", "attendee", "source"),
+)
+
+calendar_writes = Table(
+    "calendar_writes",
+    metadata,
+    Column("tenant", String(128), primary_key=True),
+    Column("hold_id", String(64), primary_key=True),
+    Column("attendee", String(128), primary_key=True),
+    Column("uid", String(128), nullable=False),
+    Column("action", String(8), nullable=False),  # put, delete
+    Column("status", String(16), nullable=True),  # TENTATIVE, CONFIRMED (a put)
+    Column("start_us", BigInteger, nullable=False),
+    Column("end_us", BigInteger, nullable=False),
+    Column("summary", Text, nullable=False),
+    Column("description", Text, nullable=False),
+    Column("version", Integer, nullable=False),
+    Column("state", String(16), nullable=False),  # pending, delivered, dead
+    Column("attempts", Integer, nullable=False),
+    Column("next_attempt_us", BigInteger, nullable=False),
+    Column("updated_us", BigInteger, nullable=False),
+    Column("claim_owner", String(64), nullable=True),
+    Column("claim_until_us", BigInteger, nullable=True),
+    Column("written_us", BigInteger, nullable=True),
+    Column("last_error", Text, nullable=True),
+    Index("ix_calendar_writes_state_next", "state", "next_attempt_us"),
 )

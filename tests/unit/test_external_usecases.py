@@ -171,7 +171,8 @@ def test_external_time_refuses_a_claim_as_external(world: World) -> None:
         {"attendee": BOB, "start": "2030-10-01T10:15:00Z", "end": "2030-10-01T11:00:00Z",
          "kind": "external"},
     ]  # fmt: skip
-    assert raised.value.retryable is False and raised.value.retry_after is None
+    assert raised.value.retryable is False
+    assert raised.value.retry_after is None
     assert extra["external_as_of"] == "2030-10-01T09:00:00Z"
     # The alternatives keep clear of the external meeting too.
     for alt in extra["alternatives"]:
@@ -301,7 +302,9 @@ def test_two_reads_racing_store_once(world: World) -> None:
     first = world.binding()
     now = world.clock.now()
     window = read_window(first, now, POLICY)
-    one = BusyRead(full=True, busy=(busy("2030-10-01T10:00:00+00:00", "2030-10-01T11:00:00+00:00"),))
+    one = BusyRead(
+        full=True, busy=(busy("2030-10-01T10:00:00+00:00", "2030-10-01T11:00:00+00:00"),)
+    )
     two = BusyRead(full=True)
     assert store_read(world.uow(), first, now, window, one, INTERVAL) is not None
     assert store_read(world.uow(), first, now, window, two, INTERVAL) is None  # lost
@@ -316,7 +319,8 @@ def test_a_failed_read_keeps_the_mirror_and_backs_off(world: World) -> None:
     for _ in range(8):
         binding = world.binding()
         stored = store_failure(world.uow(), binding, now, ProviderUnreachable("refused"), INTERVAL)
-        assert stored is not None and stored.status == "error" and stored.error == "refused"
+        assert stored is not None
+        assert (stored.status, stored.error) == ("error", "refused")
         assert stored.next_sync_at is not None
         waits.append(stored.next_sync_at - now)
     assert waits[:3] == [INTERVAL, INTERVAL * 2, INTERVAL * 4]
@@ -325,7 +329,8 @@ def test_a_failed_read_keeps_the_mirror_and_backs_off(world: World) -> None:
     binding = world.binding()
     invalid = CalendarInvalid("unknown TZID 'Mars/Olympus'")
     stored = store_failure(world.uow(), binding, now, invalid, INTERVAL)
-    assert stored is not None and "Mars/Olympus" in (stored.error or "")
+    assert stored is not None
+    assert "Mars/Olympus" in (stored.error or "")
 
 
 def test_the_window_moves_once_a_day_not_on_every_read(world: World) -> None:
@@ -357,22 +362,30 @@ def _events(world: World) -> list[Any]:
     return sorted(world.state.outbox, key=lambda e: (e.seq or 0, e.id))
 
 
+def fan_out(world: World, writable: tuple[str, ...] = ("caldav",)) -> int:
+    """The relay's fan-out of every event so far (it runs in the relay's transaction)."""
+    with world.uow() as uow:
+        made = fan_out_writes(uow, _events(world), world.clock.now(), writable)
+        uow.commit()
+    return made
+
+
 def test_each_transition_asks_the_calendar_for_the_latest_state(world: World) -> None:
     world.bind()
     world.read()
     hold = body(world.place())
-    events = _events(world)
-    assert fan_out_writes(world.uow(), events, world.clock.now(), ["caldav"]) == 1
+    assert fan_out(world) == 1
     claimed = claim_writes(world.uow(), world.clock, "w", timedelta(seconds=30), 10)
     assert [(w.action, w.status, w.uid) for w, _ in claimed] == [
         ("put", "TENTATIVE", event_uid(hold["id"]))
     ]
     write, binding = claimed[0]
-    assert binding.attendee == BOB and "agent-alice" in write.description
+    assert binding.attendee == BOB
+    assert "agent-alice" in write.description
     assert write.summary == "Sync"
     # Released while the put was in flight: the put is superseded, the delete waits.
     release_hold(world.uow(), HoldAction(ALICE, hold["id"]), world.policy, world.clock, world.ids)
-    fan_out_writes(world.uow(), _events(world), world.clock.now(), ["caldav"])
+    fan_out(world)
     result = WriteResult(write.key, write.version, world.clock.now(), Outcome(201, None))
     done = record_writes(world.uow(), world.clock, "w", [result], SETTINGS, lambda: 0.5)
     assert done.superseded == 1
@@ -388,14 +401,14 @@ def test_a_read_only_provider_gets_no_writes(world: World) -> None:
     world.bind(provider="ics")
     world.read()
     world.place()
-    assert fan_out_writes(world.uow(), _events(world), world.clock.now(), ["caldav"]) == 0
+    assert fan_out(world) == 0
 
 
 def test_a_failing_write_follows_the_schedule_then_dies(world: World) -> None:
     world.bind()
     world.read()
     world.place()
-    fan_out_writes(world.uow(), _events(world), world.clock.now(), ["caldav"])
+    fan_out(world)
     lease = timedelta(seconds=30)
     for n, wait in enumerate((10.0, 60.0, None)):
         claimed = claim_writes(world.uow(), world.clock, "w", lease, 10)

@@ -78,7 +78,8 @@ async def test_a_holds_event_is_tentative_confirmed_and_deleted_with_it(
         await calendar_when(dav, cal, lambda e: uid(low) in e)
         assert s.services is not None
         boss = s.client(await agent_key(s.services, "agent-boss", 90))
-        high = await s.claim(ALEX, "2030-10-14T15:00:00Z", by=boss, title="Board prep")
+        # Another intent (another span) of a higher priority: it preempts.
+        high = await s.claim(ALEX, "2030-10-14T15:15:00Z", by=boss, title="Board prep")
         assert high.status == 201, high.json
         assert (await s.agent.get(f"/v1/holds/{low['id']}")).json["status"] == "preempted"
         events = await calendar_when(dav, cal, lambda e: uid(low) not in e and uid(high.json) in e)

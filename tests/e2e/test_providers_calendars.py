@@ -133,7 +133,8 @@ async def test_a_stopped_radicale_fails_closed_or_decides_on_the_last_read(
             # The writer tried while Radicale was down, and keeps the writes.
             await eventually(lambda: _writes_failed(s.base), WITHIN, lambda: "no write failed")
             writes = (await s.binding(BLAIR))["sync"]["writes"]
-            assert writes["pending"] == 2, writes
+            # At least the committed hold's (the released one's may be coalesced away).
+            assert writes["pending"] >= 1, writes
             assert writes["dead"] == 0, writes
 
             await asyncio.to_thread(dav.start)  # the same port and storage

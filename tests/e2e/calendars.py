@@ -83,7 +83,9 @@ ENV = {
     "SLOTWARD_RELAY_INTERVAL": "0.05",
     "SLOTWARD_RATE_LIMIT": "0",
     "SLOTWARD_SWEEP_INTERVAL": "0.2",
-    "SLOTWARD_PROVIDER_MAX_STALENESS": "0",
+    # Not "0": the environment refuses it (api/config.py _float takes positive numbers
+    # only), though Config.providers() allows 0. A millisecond: every claim reads.
+    "SLOTWARD_PROVIDER_MAX_STALENESS": "0.001",
     "SLOTWARD_PROVIDER_TIMEOUT": "1",
     "SLOTWARD_PROVIDER_SYNC_INTERVAL": "0.2",
 }

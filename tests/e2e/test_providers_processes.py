@@ -20,7 +20,7 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 
 import aiohttp
@@ -103,6 +103,10 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Database:
 def memcal_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The memcal plugin, pip-installed into a folder of its own."""
     return install_fixture_package("slotward-memcal", tmp_path_factory.mktemp("site"))
+
+
+def _at(stamp: str) -> datetime:
+    return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
 def _slot(i: int) -> str:
@@ -227,6 +231,13 @@ async def test_a_plugin_calendar_gets_the_holds_and_blocks_claims(
             "dentist-4@example.com", datetime.fromisoformat("2030-10-14T16:00:00+00:00"),
             datetime.fromisoformat("2030-10-14T17:00:00+00:00"),
         ))  # fmt: skip
+        written = datetime.now(UTC)
+
+        async def read_since() -> bool:  # whichever reads first, the worker or a claim
+            sync = (await s.binding(ALEX))["sync"]
+            return sync["status"] == "ok" and _at(sync["external_as_of"]) > written
+
+        await eventually(read_since, WITHIN, lambda: "the directory was never read again")
         refused = await s.claim(ALEX, "2030-10-14T16:30:00Z")
         assert refused.status == 409, refused.json
         assert refused.json["conflicts"] == [
@@ -237,3 +248,18 @@ async def test_a_plugin_calendar_gets_the_holds_and_blocks_claims(
         assert (await s.agent.release(held["id"])).status == 200
         events = await folder_when(folder, lambda e: uid(held) not in e)
         assert set(events) == {"dentist-4@example.com"}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="api/config.py _float refuses 0 (positive numbers only), so the environment "
+    "cannot set SLOTWARD_PROVIDER_MAX_STALENESS=0, which Config.providers() allows",
+)
+async def test_serve_takes_a_staleness_bound_of_zero_from_the_environment(
+    tmp_path: Path, sqlite_template: Path
+) -> None:
+    path = tmp_path / "slotward.db"
+    shutil.copyfile(sqlite_template, path)
+    env = {"SLOTWARD_PROVIDER_MAX_STALENESS": "0"}  # every decision reads the calendars
+    async with serve_process(f"sqlite+aiosqlite:///{path}", tmp_path / "serve.log", env) as p:
+        assert p.proc.poll() is None

@@ -180,7 +180,7 @@ class CalDavProvider:
         status, condition = answer.status, precondition(answer.body)
         if status in (403, 409) and condition in _TOKEN_REFUSED | _REPORTS_REFUSED:
             return
-        if status in (401, 403) or not 400 <= status < 500 or status == 429:
+        if status in (401, 403, 429) or (status >= 500 and status != 501) or status < 400:
             raise self._unreachable(answer)
         # 400, 404, 405, 501 ...: a server without sync-collection answers one of these.
 

@@ -1,16 +1,20 @@
 """Calendars reached behind slotward's back, for the conformance kit
 (slotward.testing.providers ``CalendarHarness``): a directory of .ics files
-(the memcal plugin's calendar) and one .ics file (the ICS adapter's).
+(the memcal plugin's calendar), one .ics file (the ICS adapter's) and a
+calendar collection on a real Radicale (the CalDAV adapter's).
 
-They parse with icalendar, and write each file whole and atomically (a
-temporary file renamed over it), as a calendar app saving its file would:
-an adapter never reads half a file.
+They parse with icalendar. The file ones write each file whole and atomically
+(a temporary file renamed over it), as a calendar app saving its file would:
+an adapter never reads half a file. The Radicale one speaks plain HTTP to the
+server (tests/radicale.py), as another CalDAV client would.
 """
 
 from __future__ import annotations
 
+import asyncio
 import os
 import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -18,8 +22,9 @@ from urllib.parse import quote
 import icalendar
 
 from slotward.engine.calendars import Connection
+from tests.radicale import RadicaleServer
 
-__all__ = ["DirectoryHarness", "IcsFileHarness", "masters"]
+__all__ = ["CalDavHarness", "DirectoryHarness", "IcsFileHarness", "masters"]
 
 _EMPTY = "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//slotward tests//EN\r\nEND:VCALENDAR\r\n"
 
@@ -108,3 +113,40 @@ class IcsFileHarness:
 
     async def events(self) -> list[tuple[str, str]]:
         return sorted(masters(self.path.read_bytes()))
+
+
+class CalDavHarness:
+    """A calendar collection on a real Radicale, as ``user`` (with their password
+    when the server checks them)."""
+
+    def __init__(self, server: RadicaleServer, user: str) -> None:
+        self.server = server
+        self.user = user
+        self.url = server.calendar(user=user)
+        password = server.users.get(user) if server.auth == "htpasswd" else None
+        self._connection = Connection(url=self.url, username=user, password=password)
+
+    @property
+    def connection(self) -> Connection:
+        return self._connection
+
+    async def add_external(self, ics: str) -> None:
+        name = f"external-{uuid.uuid4().hex}.ics"  # another client's name, not the UID
+        await asyncio.to_thread(self.server.put, self.url, name, ics.encode(), self.user)
+
+    async def remove_external(self, uid: str) -> None:
+        for href, found in await asyncio.to_thread(self._resources):
+            if any(event_uid == uid for event_uid, _ in found):
+                await asyncio.to_thread(self.server.delete, href, self.user)
+
+    async def events(self) -> list[tuple[str, str]]:
+        resources = await asyncio.to_thread(self._resources)
+        return sorted(event for _, found in resources for event in found)
+
+    def _resources(self) -> list[tuple[str, list[tuple[str, str]]]]:
+        found = []
+        for href in self.server.hrefs(self.url, self.user):
+            data = self.server.get(href, self.user)
+            if data is not None:
+                found.append((href, masters(data)))
+        return found

@@ -126,3 +126,9 @@ def test_slotward_providers_list_lists_the_plugin(plugins: Path) -> None:
     assert "brokencal" not in rows
     assert "'brokencal' (slotward-brokencal 0.2.0) left out" in run.stderr
     assert "no licence file" in run.stderr
+
+
+async def test_discover_works_from_within_a_running_loop(on_path: Path) -> None:
+    """The server describes its providers from async code: the providers built only to
+    be described are closed on a loop of their own."""
+    assert "memcal" in {info.name for info in discover()}

@@ -4,6 +4,7 @@ older one, claimed when due, saved, counted, purged once written and over."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from slotward.engine.calendars import CalendarWrite
 from tests.contract.calendar_values import write
@@ -34,6 +35,11 @@ def _save(db: Db, *writes: CalendarWrite) -> None:
 
 def _delivered(w: CalendarWrite, written: float = 0) -> CalendarWrite:
     return replace(w, state="delivered", attempts=1, written_at=at(written))
+
+
+def _deleting(hold_id: str, **changes: Any) -> CalendarWrite:
+    """A write of a hold that is over: its event deleted."""
+    return write(hold_id, action="delete", status=None, **changes)
 
 
 def test_a_write_reads_back_as_written(db: Db) -> None:
@@ -192,17 +198,16 @@ def test_remove_for_attendee_deletes_its_writes_alone(db: Db) -> None:
 
 
 def test_purge_deletes_delivered_deletes_written_before_oldest_first(db: Db) -> None:
-    deleted = {"action": "delete", "status": None}
     _enqueue(
         db,
-        _delivered(write("hold_old", **deleted), written=-30),
-        _delivered(write("hold_older", **deleted), written=-40),
-        _delivered(write("hold_oldest", **deleted, tenant="other"), written=-50),
-        _delivered(write("hold_recent", **deleted), written=-10),  # not before
-        _delivered(write("hold_at", **deleted), written=-20),  # at: not before
+        _delivered(_deleting("hold_old"), written=-30),
+        _delivered(_deleting("hold_older"), written=-40),
+        _delivered(_deleting("hold_oldest", tenant="other"), written=-50),
+        _delivered(_deleting("hold_recent"), written=-10),  # not before
+        _delivered(_deleting("hold_at"), written=-20),  # at: not before
         _delivered(write("hold_put"), written=-60),  # its hold is not over
-        write("hold_pending", **deleted),  # not yet written
-        replace(write("hold_dead", **deleted), state="dead", written_at=at(-60)),
+        _deleting("hold_pending"),  # not yet written
+        replace(_deleting("hold_dead"), state="dead", written_at=at(-60)),
     )
     assert db.commit(lambda uow: uow.calendar_writes.purge_written(at(-20), 2)) == 2
     assert _get(db, ("other", "hold_oldest", "att_a")) is None

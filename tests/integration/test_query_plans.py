@@ -22,6 +22,7 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import (
     calendar_repos,
+    calendar_write_repos,
     delivery_repos,
     hold_repo,
     ledger_repo,
@@ -151,9 +152,12 @@ CALENDAR_HOT: dict[str, tuple[Executable, str]] = {
     "a mirror's sources dropped": (calendar_repos._MIRROR_DROP_SOURCES, "ix_calendar_busy_source"),
     "a binding": (calendar_repos._BINDING_GET, "sqlite_autoindex_calendar_bindings_1"),
     "bindings of attendees": (calendar_repos._BINDINGS_OF, "sqlite_autoindex_calendar_bindings_1"),
-    "calendar writes due": (calendar_repos._WRITES_DUE, "ix_calendar_writes_state_next"),
-    "calendar writes by key": (calendar_repos._WRITES_OF, "sqlite_autoindex_calendar_writes_1"),
-    "calendar writes to purge": (calendar_repos._WRITTEN, "ix_calendar_writes_state_next"),
+    "calendar writes due": (calendar_write_repos._WRITES_DUE, "ix_calendar_writes_state_next"),
+    "calendar writes by key": (
+        calendar_write_repos._WRITES_OF,
+        "sqlite_autoindex_calendar_writes_1",
+    ),
+    "calendar writes to purge": (calendar_write_repos._WRITTEN, "ix_calendar_writes_state_next"),
 }
 
 

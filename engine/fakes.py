@@ -16,6 +16,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
+from slotward.engine.calendars import BusyBlock, CalendarBinding, CalendarWrite
+from slotward.engine.fake_calendars import FakeCalendars, FakeCalendarWrites, FakeMirror
 from slotward.engine.fake_ops import FakeKeys, FakeStats, FakeWorkflows
 from slotward.engine.fake_relay import FakeDeliveries, FakeLeases, FakeOutbox, FakeWebhooks
 from slotward.engine.model import (
@@ -56,6 +58,10 @@ class State:
     deliveries: dict[str, Delivery] = field(default_factory=dict)
     attempts: dict[str, list[Attempt]] = field(default_factory=dict)  # by delivery id
     leases: dict[str, tuple[str, datetime]] = field(default_factory=dict)  # name -> owner, until
+    bindings: dict[tuple[str, str], CalendarBinding] = field(default_factory=dict)  # (t, attendee)
+    busy: dict[tuple[str, str], list[BusyBlock]] = field(default_factory=dict)  # the mirror
+    # (tenant, hold_id, attendee) -> what its event should be in that calendar
+    calendar_writes: dict[tuple[str, str, str], CalendarWrite] = field(default_factory=dict)
 
 
 class _Holds:
@@ -282,6 +288,9 @@ class InMemoryUnitOfWork:
         self.deliveries = FakeDeliveries(self._current)
         self.webhooks = FakeWebhooks(self._current)
         self.leases = FakeLeases(self._current)
+        self.calendars = FakeCalendars(self._current)
+        self.mirror = FakeMirror(self._current)
+        self.calendar_writes = FakeCalendarWrites(self._current)
         self.keys = FakeKeys(self._current)
         self.workflows = FakeWorkflows(self._current)
         self.stats = FakeStats(self._current)

@@ -83,9 +83,14 @@ def resolve_attendee(
     return resolved.ids[0], resolved.new
 
 
-def describe_binding(uow: UnitOfWork, binding: CalendarBinding) -> dict[str, Any]:
-    """The binding's document with its writes' counts, inside the caller's transaction."""
+def _document(uow: UnitOfWork, binding: CalendarBinding) -> dict[str, Any]:
     return binding_document(binding, uow.calendar_writes.counts(binding.tenant, binding.attendee))
+
+
+def describe_binding(uow: UnitOfWork, binding: CalendarBinding) -> dict[str, Any]:
+    """``binding``'s document (as a read of it just stored it), with its writes' counts."""
+    with uow:
+        return _document(uow, binding)
 
 
 def put_binding(
@@ -151,9 +156,9 @@ def _load(uow: UnitOfWork, tenant: str, ref: AttendeeRef) -> CalendarBinding:
 
 
 def get_binding(uow: UnitOfWork, principal: Principal, attendee: AttendeeRef) -> dict[str, Any]:
-    """The attendee's binding, its sync state and its writes' counts (404 ``calendar_not_found``)."""
+    """The attendee's binding, its sync state and its writes' counts (404 calendar_not_found)."""
     with uow:
-        return describe_binding(uow, _load(uow, principal.tenant, attendee))
+        return _document(uow, _load(uow, principal.tenant, attendee))
 
 
 def delete_binding(

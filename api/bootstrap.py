@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from slotward.adapters.providers.registry import load_providers
+
 from slotward.adapters.store.postgres.notify import PgSignals
 from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.adapters.store.sqlite.store import SqliteStore
@@ -18,6 +20,7 @@ from slotward.api.config import Config
 from slotward.api.inflight import InFlight
 from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
+from slotward.api.providers import ProviderHub
 from slotward.api.ratelimit import RateLimiter
 from slotward.api.secretbox import SecretBox
 from slotward.api.storms import StormWatch
@@ -43,7 +46,8 @@ class Services:
     storms: StormWatch
     completions: Completions
     box: SecretBox  # seals webhook secrets at rest (SLOTWARD_SECRET_KEY)
-    urls: UrlGuard  # the SSRF check of webhook URLs
+    urls: UrlGuard  # the SSRF check of webhook and provider URLs
+    providers: ProviderHub  # the calendar adapters, and the reads of calendars
 
 
 async def open_store(config: Config) -> Store:
@@ -73,6 +77,8 @@ async def bootstrap(
     ids = ids or TimeOrderedIds()
     policy = config.policy()
     metrics = Metrics(config.metrics_dir)
+    box = SecretBox.from_config(config.secret_key, config.secret_key_old)
+    calendars = config.providers()
     return Services(
         store=chosen,
         clock=clock,
@@ -97,6 +103,7 @@ async def bootstrap(
             config.wait_poll_seconds,
             lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
         ),
-        box=SecretBox.from_config(config.secret_key, config.secret_key_old),
+        box=box,
         urls=UrlGuard(allow_private=config.allow_private_urls),
+        providers=ProviderHub(load_providers(calendars.settings), box, calendars),
     )

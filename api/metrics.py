@@ -156,8 +156,15 @@ class Metrics:
         self._disabled = Counter(
             "slotward_webhooks_disabled", "Subscriptions the relay disabled", registry=r
         )
+        self._calendar_writes = Counter(
+            "slotward_calendar_writes",
+            "Writes of slotward's own events to bound calendars by outcome "
+            "(delivered, failed: to be retried, dead)",
+            ["outcome"], registry=r,
+        )  # fmt: skip
         for outcome in DELIVERY_OUTCOMES:
             self._deliveries.labels(outcome)
+            self._calendar_writes.labels(outcome)
         self.store_figures = StoreFigures()
         r.register(self.store_figures)
         for outcome in IDEMPOTENCY_OUTCOMES:  # present at 0, so rates work from the start
@@ -204,6 +211,12 @@ class Metrics:
                 self._deliveries.labels(outcome).inc(count)
         if disabled:
             self._disabled.inc(disabled)
+
+    def calendar_writes(self, written: int, failed: int, dead: int) -> None:
+        """The outcomes of a batch of calendar writes the writer recorded."""
+        for outcome, count in zip(DELIVERY_OUTCOMES, (written, failed, dead), strict=True):
+            if count:
+                self._calendar_writes.labels(outcome).inc(count)
 
     def watch_relay(self, held: Callable[[], bool]) -> None:
         """Report, at each scrape, whether this process's relay may deliver now."""

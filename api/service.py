@@ -27,6 +27,7 @@ from slotward.api.auditing import (
     verify_tenant_audit,
 )
 from slotward.api.bootstrap import Services
+from slotward.api.deciding import deciding
 from slotward.api.keys import ROLES, NewKey, create_key, issue_key, revoke_key, withdraw_key
 from slotward.api.ledger import acquire_execution, complete_execution, get_execution
 from slotward.engine.errors import Forbidden, ValidationFailed
@@ -151,11 +152,14 @@ async def create_hold(
     def look(uow: UnitOfWork) -> Lookup:
         return lookup_replay(uow, req, svc.policy, svc.clock)
 
-    def place(uow: UnitOfWork) -> Reply:
-        return place_hold(uow, req, svc.policy, svc.clock, svc.ids)
-
     async def write() -> Reply:
-        return await svc.store.write(place)
+        return await deciding(
+            svc,
+            lambda external: svc.store.write(
+                partial(place_hold, req=req, policy=svc.policy, clock=svc.clock, ids=svc.ids,
+                        external=external)
+            ),
+        )  # fmt: skip
 
     found = await svc.store.read(look)
     reply = (
@@ -171,7 +175,15 @@ async def commit(
     svc: Services, principal: Principal, hold_id: str, token: int | None, client_key: str | None
 ) -> Reply:
     action = HoldAction(principal, hold_id, token, _checked(client_key))
-    return await _on_hold(svc, commit_hold, action)
+    reply = await deciding(
+        svc,
+        lambda external: svc.store.write(
+            partial(commit_hold, action=action, policy=svc.policy, clock=svc.clock, ids=svc.ids,
+                    external=external)
+        ),
+    )  # fmt: skip
+    await svc.storms.observe(principal.tenant, reply.workflow_id, reply)
+    return reply
 
 
 async def release(
@@ -203,8 +215,11 @@ async def find_slots(
         limit=fields.get("limit", 5),
     )
     now = svc.clock.now()
-    return await svc.store.read(
-        partial(reads.availability, query=query, policy=svc.policy, now=now)
+    return await deciding(
+        svc,
+        lambda external: svc.store.read(
+            partial(reads.availability, query=query, policy=svc.policy, now=now, external=external)
+        ),
     )
 
 

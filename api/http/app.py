@@ -21,6 +21,7 @@ from slotward.api.http.problems import problem_middleware
 from slotward.api.http.routes import Handler, Route
 from slotward.api.http.table import ROUTES
 from slotward.api.http.telemetry import observe_middleware
+from slotward.api.workers.providers import CalendarWriter, ProviderSync, writable_providers
 from slotward.api.workers.relay import Relay
 from slotward.api.workers.sweeper import sweep_forever
 
@@ -81,8 +82,16 @@ def _lifetime(
             )
             # SQLite: one relay per database file at a time (a lease); PostgreSQL:
             # every process's relay claims its own batches.
-            worker = Relay(svc, sender, settings, exclusive=not config.on_postgres())
+            worker = Relay(
+                svc, sender, settings, exclusive=not config.on_postgres(),
+                writable=writable_providers(svc),
+            )  # fmt: skip
             tasks.append(asyncio.create_task(worker.run_forever()))
+            # The holds' events in the bound calendars, and the calendars' busy time.
+            writer = CalendarWriter(svc, settings)
+            tasks.append(asyncio.create_task(writer.run_forever()))
+            syncer = ProviderSync(svc, min(1.0, settings.interval * 5))
+            tasks.append(asyncio.create_task(syncer.run_forever()))
         await svc.completions.start()
         yield
         for task in tasks:
@@ -92,6 +101,7 @@ def _lifetime(
                 await task
         if sender is not None:
             await sender.close()
+        await svc.providers.close()
         await svc.completions.close()
         await svc.storms.flush()
         await svc.store.close()

@@ -23,6 +23,7 @@ import os
 import random
 import secrets
 import socket
+from collections.abc import Collection
 from datetime import datetime
 
 from slotward.adapters.webhooks.sender import WebhookSender
@@ -78,8 +79,10 @@ class Relay:
         *,
         exclusive: bool,
         owner: str | None = None,
+        writable: Collection[str] = (),
     ) -> None:
         self._svc = svc
+        self._writable = tuple(writable)  # providers whose calendars get the holds' events
         self._sender = sender
         self._settings = settings
         self._exclusive = exclusive
@@ -147,6 +150,7 @@ class Relay:
                 lambda uow: relay_step(
                     uow, svc.clock, svc.ids, self.owner, results, limit, self._settings,
                     self._rand.random, audit_key=svc.policy.audit_key,
+                    writable=self._writable,
                 )
             )  # fmt: skip
         except Exception:

@@ -13,6 +13,7 @@ import logging
 
 from slotward.api.bootstrap import Services
 from slotward.engine.errors import Unavailable
+from slotward.engine.usecases.calendar_writes import purge_written
 from slotward.engine.usecases.lifecycle import expire_due
 from slotward.engine.usecases.relay import purge_delivered
 from slotward.engine.usecases.retention import purge_expired, purge_replay_seconds
@@ -40,6 +41,8 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
     retention = svc.policy.retention
     while await svc.store.write(lambda uow: purge_delivered(uow, svc.clock, retention, batch)):
         pass  # delivered events are kept as long as the answers are
+    while await svc.store.write(lambda uow: purge_written(uow, svc.clock, retention, batch)):
+        pass  # and so are the deletes of holds that are over from the calendars
     window = svc.policy.storm_window
     while await svc.store.write(lambda uow: purge_replay_seconds(uow, svc.clock, window)):
         pass  # one quiet tenant at a time

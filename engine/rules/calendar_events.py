@@ -84,7 +84,6 @@ def write_for_hold(hold: Hold, attendee: str, now: datetime) -> CalendarWrite | 
     else:
         return None
     return _write(hold.tenant, doc, attendee, "put", put, hold.event_seq, now)
-    return None
 
 
 def _write(

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from slotward.engine.calendars import BusyBlock
 from slotward.engine.model import Hold, HoldStatus
 from slotward.engine.rules.timenorm import LATEST, format_instant
 
@@ -63,17 +64,26 @@ class Blocked:
 Decision = Free | PreemptLosers | Blocked
 
 
-def decide(claim: Claim, blockers: Sequence[Hold], now: datetime) -> Decision:
-    """Apply the three rules of DESIGN section 5 to the overlapping holds."""
+def decide(
+    claim: Claim, blockers: Sequence[Hold], now: datetime, external: Sequence[BusyBlock] = ()
+) -> Decision:
+    """Apply the three rules of DESIGN section 5 to the overlapping holds and
+    the attendees' external busy time (``external``, from their calendars)."""
     live = [h for h in blockers if h.blocks_at(now) and _overlaps(h, claim)]
-    if not live:
+    outside = sorted(
+        {(b.start, b.end, b.attendee) for b in external if _meets(b, claim)},
+    )
+    if not live and not outside:
         return Free()
     held = [h for h in live if h.status is HoldStatus.HELD]
-    if len(held) == len(live) and all(_yields(h, claim) for h in held):
+    if not outside and len(held) == len(live) and all(_yields(h, claim) for h in held):
         return PreemptLosers(tuple(held))
-    conflicts = tuple(c for h in live for c in _describe(h, claim))
+    conflicts = tuple(c for h in live for c in _describe(h, claim)) + tuple(
+        {"attendee": a, "start": format_instant(s), "end": format_instant(e), "kind": "external"}
+        for s, e, a in outside
+    )
     retry_after = None
-    if len(held) == len(live):
+    if not outside and len(held) == len(live):
         last = max(h.expires_at for h in held)
         retry_after = max(1, math.ceil((last - now).total_seconds()))
     return Blocked(conflicts, retry_after)
@@ -82,6 +92,10 @@ def decide(claim: Claim, blockers: Sequence[Hold], now: datetime) -> Decision:
 def _overlaps(hold: Hold, claim: Claim) -> bool:
     shares = not set(hold.attendees).isdisjoint(claim.attendees)
     return shares and hold.start < claim.end and hold.end > claim.start
+
+
+def _meets(block: BusyBlock, claim: Claim) -> bool:
+    return block.attendee in claim.attendees and block.start < claim.end and block.end > claim.start
 
 
 def _yields(hold: Hold, claim: Claim) -> bool:

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime
+from typing import NoReturn
 
-from slotward.engine.errors import Conflict, Forbidden, NotFound, answering_for
+from slotward.engine.errors import Conflict, Forbidden, NotFound, SlotConflict, answering_for
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
 from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
 from slotward.engine.rules.audit import AuditKey
+from slotward.engine.rules.conflicts import Blocked, Claim, decide
 from slotward.engine.rules.documents import encode, hold_document
+from slotward.engine.rules.external import ExternalPolicy, ExternalView
 from slotward.engine.rules.fingerprint import check_claimable, child_key, ledger_key, public_key
 from slotward.engine.rules.holds import Commit, Release, apply
 from slotward.engine.rules.policy import Policy
 from slotward.engine.tools import COMMIT_HOLD, RELEASE_HOLD
 from slotward.engine.usecases.effects import audit, emit
 from slotward.engine.usecases.expiry import expire_hold, expire_stale
+from slotward.engine.usecases.external import external_view
 from slotward.engine.usecases.placing import replay_record
 
 __all__ = ["HoldAction", "commit_hold", "expire_due", "release_hold"]
@@ -49,23 +53,61 @@ def _owner_only(hold: Hold, principal: Principal, *, admin_too: bool) -> None:
 
 
 def commit_hold(
-    uow: UnitOfWork, action: HoldAction, policy: Policy, clock: Clock, ids: IdGenerator
+    uow: UnitOfWork,
+    action: HoldAction,
+    policy: Policy,
+    clock: Clock,
+    ids: IdGenerator,
+    external: ExternalPolicy | None = None,
 ) -> Reply:
-    """Commit a held (or expired but still free) hold; replay a repeated commit."""
+    """Commit a held (or expired but still free) hold; replay a repeated commit.
+
+    The attendees' external busy time is checked again (``external``, as for a
+    claim): a meeting put in a calendar since the hold was placed refuses the
+    commit with 409 ``slot_conflict`` of kind ``external``; the hold stays held.
+    """
 
     def commit(hold: Hold, now: datetime, derived: str) -> Reply:
         token = action.token if action.token is not None else -1
         moved, _ = apply(hold, Commit(token), now)
+        view = external_view(uow, hold.tenant, hold.attendees, hold.start, hold.end, now, external)
+        if view.blocks:
+            _refuse_external(uow, action, hold, view, derived, policy, now)
         if hold.status_at(now) is HoldStatus.EXPIRED:
             _still_free(uow, hold, now)
             span = (hold.start, hold.end)
             expire_stale(uow, hold.tenant, hold.attendees, span, now, ids, keep=hold.id,
                          audit_key=policy.audit_key)  # fmt: skip
         return _finish(
-            uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids
-        )
+            uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids,
+            view.fields(),
+        )  # fmt: skip
 
     return _act(uow, action, clock, "commit", commit)
+
+
+def _refuse_external(
+    uow: UnitOfWork,
+    action: HoldAction,
+    hold: Hold,
+    view: ExternalView,
+    derived: str,
+    policy: Policy,
+    now: datetime,
+) -> NoReturn:
+    """A commit refused by external time: audited, nothing else stored (as a refused claim)."""
+    claim = Claim(hold.attendees, hold.start, hold.end, hold.priority, hold.intent_fp)
+    decision = decide(claim, (), now, view.blocks)
+    assert isinstance(decision, Blocked)
+    key = ledger_key(action.client_key, derived)
+    audit(uow, hold.tenant, action.principal.agent_id, now, "hold.commit", key, hold.id,
+          "conflict", audit_key=policy.audit_key)  # fmt: skip
+    uow.commit()
+    raise SlotConflict(
+        "the slot is taken (external) for at least one attendee: a meeting in their calendar",
+        retryable=False,
+        extra={"conflicts": list(decision.conflicts), "alternatives": [], **view.fields()},
+    )
 
 
 def release_hold(
@@ -139,6 +181,7 @@ def _finish(
     policy: Policy,
     now: datetime,
     ids: IdGenerator,
+    extra: Mapping[str, object] | None = None,
 ) -> Reply:
     uow.holds.save(moved)
     key = ledger_key(action.client_key, derived)
@@ -146,7 +189,7 @@ def _finish(
           audit_key=policy.audit_key)  # fmt: skip
     emit(uow, ids, moved, event, now)
     tool = COMMIT_TOOL if audit_action == "hold.commit" else RELEASE_TOOL
-    return _answer(uow, action, moved, derived, policy, now, tool)
+    return _answer(uow, action, moved, derived, policy, now, tool, extra)
 
 
 def _answer(
@@ -157,9 +200,10 @@ def _answer(
     policy: Policy,
     now: datetime,
     tool: str,
+    extra: Mapping[str, object] | None = None,
 ) -> Reply:
     key = ledger_key(action.client_key, derived)
-    body = encode(hold_document(hold, now))
+    body = encode({**hold_document(hold, now), **(extra or {})})
     uow.ledger.add(
         LedgerRecord(
             tenant=hold.tenant, key=key, fingerprint=derived, state="succeeded", created=False,

@@ -17,6 +17,7 @@ from slotward.engine.rules import conflicts
 from slotward.engine.rules.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
 from slotward.engine.rules.audit import AuditKey
 from slotward.engine.rules.documents import encode, hold_document
+from slotward.engine.rules.external import ExternalPolicy, ExternalView
 from slotward.engine.rules.fingerprint import (
     check_claimable,
     derive_key,
@@ -31,6 +32,7 @@ from slotward.engine.rules.timenorm import Interval, format_instant
 from slotward.engine.tools import CREATE_HOLD
 from slotward.engine.usecases.effects import audit, emit
 from slotward.engine.usecases.expiry import expire_stale
+from slotward.engine.usecases.external import blocks_between, external_view
 
 __all__ = ["HoldRequest", "Lookup", "lookup_replay", "place_hold"]
 
@@ -146,15 +148,24 @@ def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Cloc
 
 
 def place_hold(
-    uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Clock, ids: IdGenerator
+    uow: UnitOfWork,
+    req: HoldRequest,
+    policy: Policy,
+    clock: Clock,
+    ids: IdGenerator,
+    external: ExternalPolicy | None = None,
 ) -> Reply:
-    """Place a hold, replay the first answer, or raise a 4xx :class:`SlotwardError`."""
+    """Place a hold, replay the first answer, or raise a 4xx :class:`SlotwardError`.
+
+    ``external``: how fresh the attendees' calendars must be (None: not read).
+    A stale one raises :class:`NeedsRefresh` before anything is written.
+    """
     with uow:
         uow.lock_tenant(req.principal.tenant)
         now = clock.now()  # after the lock: writers that waited for it see fresh time
         prep = _prepare(uow, req, policy)
         with answering_for(public_key(prep.key)):
-            reply = _place(uow, req, prep, policy, now, ids)
+            reply = _place(uow, req, prep, policy, now, ids, external)
         return replace(reply, workflow_id=req.workflow_id)
 
 
@@ -165,6 +176,7 @@ def _place(
     policy: Policy,
     now: datetime,
     ids: IdGenerator,
+    external: ExternalPolicy | None,
 ) -> Reply:
     replay = _replay(uow, req, prep, now)
     if replay is not None:
@@ -175,10 +187,13 @@ def _place(
     claim = conflicts.Claim(
         prep.resolved.ids, req.interval.start, req.interval.end, req.priority, prep.intent_fp
     )
+    view = external_view(
+        uow, principal.tenant, claim.attendees, claim.start, claim.end, now, external
+    )
     blockers = uow.holds.blocking(principal.tenant, claim.attendees, claim.start, claim.end, now)
-    decision = conflicts.decide(claim, blockers, now)
+    decision = conflicts.decide(claim, blockers, now, view.blocks)
     if isinstance(decision, conflicts.Blocked):
-        error = _conflict_error(uow, req, prep, decision, now, policy)
+        error = _conflict_error(uow, req, prep, decision, now, policy, view)
         audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key, None,
               "conflict", audit_key=policy.audit_key)  # fmt: skip
         uow.commit()  # the refusal is audited; nothing else of it is stored
@@ -188,9 +203,9 @@ def _place(
     hold_id = ids.new_id("hold")
     if isinstance(decision, conflicts.PreemptLosers):
         _preempt(uow, principal, decision.losers, hold_id, now, ids, policy.audit_key)
-        reply = _create(uow, req, prep, hold_id, policy, now, ids)
+        reply = _create(uow, req, prep, hold_id, policy, now, ids, view)
         return replace(reply, preempted=len(decision.losers))
-    return _create(uow, req, prep, hold_id, policy, now, ids)
+    return _create(uow, req, prep, hold_id, policy, now, ids, view)
 
 
 def _create(
@@ -201,6 +216,7 @@ def _create(
     policy: Policy,
     now: datetime,
     ids: IdGenerator,
+    view: ExternalView,
 ) -> Reply:
     principal = req.principal
     uow.directory.register(principal.tenant, prep.resolved.new, now)
@@ -208,7 +224,7 @@ def _create(
                 hold_id, "fresh", audit_key=policy.audit_key)  # fmt: skip
     hold = _new_hold(req, prep, hold_id, seq, now)
     uow.holds.add(hold)
-    body = encode(hold_document(hold, now))
+    body = encode({**hold_document(hold, now), **view.fields()})
     uow.ledger.add(
         LedgerRecord(
             tenant=principal.tenant, key=prep.key, fingerprint=prep.fingerprint,
@@ -293,12 +309,15 @@ def _conflict_error(
     decision: conflicts.Blocked,
     now: datetime,
     policy: Policy,
+    view: ExternalView,
 ) -> SlotConflict:
     interval = req.interval
+    tenant = req.principal.tenant
     lo, hi = interval.start - policy.max_window, interval.end + policy.max_window
-    busy = uow.holds.blocking(req.principal.tenant, prep.resolved.ids, lo, hi, now)
+    busy = uow.holds.blocking(tenant, prep.resolved.ids, lo, hi, now)
+    outside = blocks_between(uow, tenant, view, lo, hi)
     alternatives = conflicts.find_alternatives(
-        [(h.start, h.end) for h in busy if h.blocks_at(now)],
+        [(h.start, h.end) for h in busy if h.blocks_at(now)] + [(b.start, b.end) for b in outside],
         start=interval.start,
         duration=interval.end - interval.start,
         now=now,
@@ -315,6 +334,7 @@ def _conflict_error(
             "alternatives": [
                 {"start": format_instant(s), "end": format_instant(e)} for s, e in alternatives
             ],
+            **view.fields(),
         },
     )
     return error

@@ -15,8 +15,10 @@ from slotward.engine.rules.audit import AuditKey, check_chain
 from slotward.engine.rules.checkpoints import Checkpoint, read_checkpoint
 from slotward.engine.rules.conflicts import free_slots, merge_intervals
 from slotward.engine.rules.documents import audit_document, hold_document
+from slotward.engine.rules.external import ExternalPolicy
 from slotward.engine.rules.policy import Policy
 from slotward.engine.rules.timenorm import format_instant
+from slotward.engine.usecases.external import external_view
 
 __all__ = [
     "AvailabilityQuery",
@@ -79,9 +81,17 @@ class AvailabilityQuery:
 
 
 def availability(
-    uow: UnitOfWork, query: AvailabilityQuery, policy: Policy, now: datetime
+    uow: UnitOfWork,
+    query: AvailabilityQuery,
+    policy: Policy,
+    now: datetime,
+    external: ExternalPolicy | None = None,
 ) -> dict[str, Any]:
-    """Busy intervals of the attendees, the free gaps, and (with a duration) free slots."""
+    """Busy intervals of the attendees, the free gaps, and (with a duration) free slots.
+
+    Bound attendees' external busy time counts (kind ``external``), read as a
+    claim reads it (``external``: a stale mirror raises NeedsRefresh).
+    """
     if query.end <= query.start:
         raise ValidationFailed("'to' must be after 'from'", code="invalid_interval")
     if query.end - query.start > policy.max_window:
@@ -92,6 +102,7 @@ def availability(
     with uow:
         resolved = _resolve(uow, tenant, query.attendees)
         holds = uow.holds.blocking(tenant, resolved.ids, query.start, query.end, now)
+        view = external_view(uow, tenant, resolved.ids, query.start, query.end, now, external)
     wanted = set(resolved.ids)
     busy = [
         {
@@ -104,7 +115,14 @@ def availability(
         for attendee in h.attendees
         if attendee in wanted
     ]
-    intervals = [(h.start, h.end) for h in holds]
+    if view.blocks:
+        outside = [
+            {"attendee": b.attendee, "start": format_instant(b.start),
+             "end": format_instant(b.end), "kind": "external"}
+            for b in view.blocks
+        ]  # fmt: skip
+        busy = sorted(busy + outside, key=lambda i: (i["start"], i["attendee"], i["kind"]))
+    intervals = [(h.start, h.end) for h in holds] + [(b.start, b.end) for b in view.blocks]
     result: dict[str, Any] = {
         "attendees": list(resolved.ids),
         "from": format_instant(query.start),
@@ -121,6 +139,7 @@ def availability(
             now=now, count=query.limit,
         )  # fmt: skip
         result["slots"] = [{"start": format_instant(s), "end": format_instant(e)} for s, e in slots]
+    result.update(view.fields())
     return result
 
 

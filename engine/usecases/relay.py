@@ -19,6 +19,7 @@ from slotward.engine.rules.audit import AuditKey
 from slotward.engine.rules.delivery import Outcome, RelaySettings, next_attempt
 from slotward.engine.rules.timenorm import format_instant
 from slotward.engine.rules.topics import matches
+from slotward.engine.usecases.calendar_writes import fan_out_writes
 from slotward.engine.usecases.effects import audit
 
 __all__ = [
@@ -108,9 +109,12 @@ def relay_step(
     rand: Callable[[], float],
     *,
     audit_key: AuditKey | None,
+    writable: Collection[str] = (),
 ) -> tuple[Recorded, Work]:
     """One turn of the relay, one transaction: record ``results``, fan new events
-    out to their subscriptions, then claim up to ``limit`` due deliveries.
+    out to their subscriptions (and, for the providers named in ``writable``,
+    to their bound attendees' calendars: engine/usecases/calendar_writes.py),
+    then claim up to ``limit`` due deliveries.
 
     The tenants of the results and of the new events are locked first, in
     order: a subscription's figures are read and written back, a disabling
@@ -124,6 +128,7 @@ def relay_step(
         now = clock.now()
         done = _record(uow, ids, results, now, settings, rand, audit_key)
         _fan_out(uow, ids, events, now, now + timedelta(seconds=settings.schedule[0]))
+        fan_out_writes(uow, events, now, writable)
         claims = uow.deliveries.claim(owner, now, now + settings.lease, limit) if limit > 0 else []
         uow.commit()
         return done, Work(claims, len(events))

@@ -6,7 +6,8 @@ fields, the provider and its capabilities, the URL's SSRF check (which resolves
 its host; the adapter's own connections are guarded again at every read), and
 whether a password can be sealed at all. The password is sealed under
 SLOTWARD_SECRET_KEY (api/secretbox.py) bound to the tenant and the attendee
-(:func:`password_context`), stored only sealed, and never answered, logged or
+(``password_context`` of api/providers.py, which opens it), stored only
+sealed, and never answered, logged or
 named in an error. After the write the calendar is read once, so the answer
 shows whether it can be read (an unreachable calendar still binds: the answer
 says ``status: error`` and why).
@@ -21,6 +22,7 @@ from typing import Any, Final, get_args
 from urllib.parse import urlsplit
 
 from slotward.api.bootstrap import Services
+from slotward.api.providers import password_context
 from slotward.api.service import ADMINS, require_role
 from slotward.engine.calendars import OnUnavailable
 from slotward.engine.errors import InvalidRequest, ValidationFailed
@@ -37,7 +39,6 @@ __all__ = [
     "MAX_USERNAME",
     "delete_calendar",
     "get_calendar",
-    "password_context",
     "put_calendar",
 ]
 
@@ -52,12 +53,6 @@ _FILE_PRIVATE: Final = (
     "a file:// calendar is read from the server's own disk, the most private "
     "address of all: the server takes one only with SLOTWARD_ALLOW_PRIVATE_URLS=true"
 )
-
-
-def password_context(tenant: str, attendee: str) -> str:
-    """What a binding's password is sealed for: it opens for this attendee of this
-    tenant only (a sealed value copied to another binding does not open)."""
-    return f"calendar:{tenant}:{attendee}"
 
 
 def _refuse(field: str, detail: str, code: str = "invalid_field") -> ValidationFailed:

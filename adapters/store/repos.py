@@ -9,6 +9,7 @@ from types import TracebackType
 from sqlalchemy import Connection, bindparam, insert, select, text, union, update
 
 from slotward.adapters.store import tables as t
+from slotward.adapters.store.calendar_repos import SqlCalendars, SqlCalendarWrites, SqlMirror
 from slotward.adapters.store.delivery_repos import SqlDeliveries
 from slotward.adapters.store.hold_repo import SqlHolds
 from slotward.adapters.store.instants import from_us, to_us
@@ -246,6 +247,9 @@ class SqlUnitOfWork:
         self.deliveries = SqlDeliveries(db)
         self.webhooks = SqlWebhooks(db)
         self.leases = SqlLeases(db)
+        self.calendars = SqlCalendars(db)
+        self.mirror = SqlMirror(db)
+        self.calendar_writes = SqlCalendarWrites(db)
         self.keys = SqlKeys(db)
         self.workflows = SqlWorkflows(db)
         self.stats = SqlStats(db)

@@ -295,6 +295,8 @@ leases = Table(
 # Migration 0008: calendar providers (issue 15). One binding per attendee, the
 # mirror of its busy time, and slotward's own events to write (one row per
 # hold and attendee, coalescing).
+_ROW_ID = BigInteger().with_variant(Integer, "sqlite")
+
 calendar_bindings = Table(
     "calendar_bindings",
     metadata,
@@ -326,7 +328,10 @@ calendar_bindings = Table(
 calendar_busy = Table(
     "calendar_busy",
     metadata,
-    Column("id", Integer, primary_key=True, autoincrement=True),
+    # Every read of a calendar deletes and inserts its blocks: 2**31 ids would
+    # last days on a busy server. BIGINT on PostgreSQL; SQLite's rowid is 64-bit
+    # already (and only INTEGER PRIMARY KEY is it).
+    Column("id", _ROW_ID, primary_key=True, autoincrement=True),
     Column("tenant", String(128), nullable=False),
     Column("attendee", String(128), nullable=False),
     Column("source", Text, nullable=False),

@@ -106,10 +106,13 @@ def _url(svc: Services, adapter: CalendarProvider, fields: Mapping[str, Any]) ->
     except ValueError:
         raise _refuse("url", "'url' is not a URL", "invalid_url") from None
     scheme = parts.scheme.lower()
+    if not scheme:
+        raise _refuse("url", "the URL must be absolute, like https://... or file:///...",
+                      "invalid_url")  # fmt: skip
     if scheme not in schemes or scheme not in _CHECKED_SCHEMES:
         takes = ", ".join(f"{s}://" for s in schemes if s in _CHECKED_SCHEMES) or "no URL"
         raise _refuse(
-            "url", f"the {adapter.name} provider takes {takes}; not {scheme or 'this'}://",
+            "url", f"the {adapter.name} provider takes {takes}; not {scheme}://",
             "unsupported_scheme",
         )  # fmt: skip
     if "@" in parts.netloc:

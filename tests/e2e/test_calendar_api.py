@@ -320,7 +320,7 @@ REFUSED: list[tuple[str, dict[str, Any], str, str]] = [
 
 
 @pytest.mark.parametrize(("body", "code", "field"), [r[1:] for r in REFUSED],
-                         ids=[r[0] for r in REFUSED])  # fmt: skip
+                         ids=[r[0].replace(" ", "-") for r in REFUSED])  # fmt: skip
 async def test_every_refusal_is_a_422_with_its_field_that_stores_nothing(
     server: Server, body: dict[str, Any], code: str, field: str
 ) -> None:

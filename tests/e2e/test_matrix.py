@@ -58,9 +58,10 @@ PAST_THE_ROLE_CHECK: dict[tuple[str, str], dict[str, str]] = {
 # No receiver listens there: the relay is off in these servers, and the
 # address is only stored (a loopback address, hence allow_private_urls).
 WEBHOOK = {"url": "http://127.0.0.1:9/in", "topics": ["hold.*"]}
-# A calendar file that is not there: the binding is stored, its one read fails
-# (status "error"), and nothing else is needed (allow_private_urls takes file://).
-CALENDAR = {"provider": "ics", "url": "file:///nonexistent/slotward-matrix.ics"}
+# A CalDAV calendar where nothing listens, as WEBHOOK: the binding is stored and
+# its one read fails at once (status "error"), which a PUT still answers 200.
+# It fails closed: a claim on its attendee would be 503 provider_unavailable.
+CALENDAR = {"provider": "caldav", "url": "http://127.0.0.1:9/dav/alex/"}
 # Attendees are names within a tenant: a stranger's PUT binds an attendee of its
 # own tenant that has the same name, which is no leak (checked below), not a 404.
 BINDS_ITS_OWN = {("PUT", "/v1/attendees/{attendee}/calendar")}
@@ -91,7 +92,7 @@ async def _objects(server: Server) -> dict[str, str]:
     assert webhook.status == 201, webhook.body[:300]
     events = await admin.get("/v1/outbox")
     [event] = [e for e in events.json["items"] if e["hold_id"] == hold.json["id"]]
-    attendee = HOLD_BODY["attendees"][0]
+    attendee = "room-matrix"  # booked by no call here: its failing calendar blocks none
     bound = await admin.request("PUT", f"/v1/attendees/{attendee}/calendar", CALENDAR)
     assert bound.status == 200, bound.body[:300]
     return {

@@ -266,8 +266,10 @@ async def test_the_password_is_sealed_never_answered_never_logged_and_survives_a
                 without_old.providers.connection(stored)
             assert PASSWORD not in str(caught.value)
         finally:
+            await without_old.providers.close()
             await without_old.store.close()
     finally:
+        await again.providers.close()  # its adapters' connections, then the store
         await again.store.close()
 
 

@@ -91,12 +91,18 @@ class ProviderHub:
         started = svc.clock.now()
         window = read_window(binding, started, self.external, need)
         interval = self.config.sync_interval
+        # A cursor tells what changed within the window it was made for: another
+        # window is read whole. Handed on, an adapter that keeps no window in its
+        # cursor answered "unchanged" for a wider window, and the busy time beyond
+        # the old one never reached the mirror the decision then trusted.
+        same = (binding.covers_from, binding.covers_until) == (window.start, window.end)
+        cursor = binding.cursor if same else None
         error: ProviderError | None = None
         try:
             if provider is None:
                 raise ProviderUnreachable(f"no provider {binding.provider!r} in this server")
             found = await asyncio.wait_for(
-                provider.busy(self.connection(binding), window, binding.cursor),
+                provider.busy(self.connection(binding), window, cursor),
                 timeout=self.config.settings.timeout * 3,
             )
             stored = await svc.store.write(

@@ -64,6 +64,18 @@ _TIME_PARTS: Final = (("BYHOUR", 3600), ("BYMINUTE", 60), ("BYSECOND", 1))
 _WIDEN: Final = timedelta(days=2)  # floating and all-day times are up to 26 h off UTC
 
 _LOCK = threading.Lock()
+# What icalendar and recurring-ical-events raise on data they cannot read: given
+# hostile data, a library may fail in any of these ways, and each means the same.
+_UNREADABLE: Final = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+    UnicodeError,
+)
 
 
 def read_busy(
@@ -125,8 +137,12 @@ def _zone(name: str) -> ZoneInfo:
 def _parse(data: bytes) -> icalendar.Calendar:
     try:
         parsed = icalendar.Calendar.from_ical(data)
-    except (ValueError, KeyError, IndexError, TypeError, UnicodeError) as exc:
-        raise CalendarInvalid(f"the calendar does not parse: {_short(exc)}") from exc
+    except _UNREADABLE as exc:
+        # Not the library's message: it quotes the data, and a file URL's data
+        # may be any file of the server's.
+        raise CalendarInvalid(
+            f"the data does not parse as iCalendar ({type(exc).__name__})"
+        ) from exc
     if not isinstance(parsed, icalendar.Calendar):
         raise CalendarInvalid("the data is not a VCALENDAR")
     return parsed
@@ -176,7 +192,7 @@ def _steps(event: Any, window: Window) -> int:
         return 1
     try:
         start = _utc(event.start, UTC)
-    except (ValueError, TypeError, icalendar.InvalidCalendar) as exc:
+    except _UNREADABLE as exc:  # icalendar.InvalidCalendar is a ValueError
         raise CalendarInvalid(f"event {_uid(event)!r} has no valid DTSTART: {_short(exc)}") from exc
     total = 0
     for rule in rules:
@@ -229,8 +245,10 @@ def _expand(
                 block = _block(occurrence.as_component(False), window, zone, source)
                 if block is not None:
                     found.append(block)
-    except (ValueError, TypeError, OverflowError, icalendar.InvalidCalendar) as exc:
-        raise CalendarInvalid(f"the calendar's recurrences do not expand: {_short(exc)}") from exc
+    except _UNREADABLE as exc:
+        raise CalendarInvalid(
+            f"the calendar's events do not expand ({type(exc).__name__}: {_short(exc)})"
+        ) from exc
     return found
 
 

@@ -102,6 +102,8 @@ def _app(server: list[Server]) -> web.Application:
             raise web.HTTPFound("/cal.ics")
         if name == "redirect-metadata":
             raise web.HTTPFound("http://169.254.169.254/latest/meta-data")
+        if name == "redirect-file":
+            raise web.HTTPFound("file:///etc/passwd")
         if name == "redirect-loop":
             raise web.HTTPFound("/x/redirect-loop")
         if name == "declared-big":
@@ -236,6 +238,11 @@ async def test_a_redirect_to_a_refused_address_is_not_followed(
 ) -> None:
     with pytest.raises(ProviderUnreachable, match=r"169\.254\.169\.254.*link-local"):
         await provider.busy(conn(server.url("/x/redirect-metadata")), WINDOW, None)
+
+
+async def test_a_redirect_to_a_file_is_not_followed(server: Server, provider: IcsProvider) -> None:
+    with pytest.raises(ProviderUnreachable, match="invalid_url"):
+        await provider.busy(conn(server.url("/x/redirect-file")), WINDOW, None)
 
 
 async def test_redirects_are_followed_a_few_times_only(

@@ -273,12 +273,44 @@ def test_the_source_is_the_uid_or_the_one_given() -> None:
         b"BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nEND:VCALENDAR\r\n",  # unbalanced
         calendar(event("bad", "DTSTART:notadate", "DTEND:20300320T110000Z")),
         calendar(event("bad", "DTSTART:20300320T100000Z", "RRULE:FREQ=SOMETIMES")),
+        calendar(event("bad", "DTSTART:20300320T100000Z", "RRULE:FREQ=DAILY;COUNT=99999999999")),
+        calendar(event("no-start", "DTEND:20300320T110000Z")),
+        calendar(event("no-start", "RRULE:FREQ=DAILY")),
+        calendar(event("e", "DTSTART:20300320T100000Z"), timezones="CALSCALE:JULIAN\n"),
+        calendar(
+            event("e", "DTSTART;TZID=Foo:20300320T100000"),
+            timezones="BEGIN:VTIMEZONE\n"
+            "TZID:Foo\nBEGIN:STANDARD\nDTSTART:garbage\nTZOFFSETFROM:+0100\n"
+            "TZOFFSETTO:+0100\nEND:STANDARD\nEND:VTIMEZONE\n",
+        ),
+        calendar() + calendar(),
     ],
-    ids=["garbage", "binary", "no-vcalendar", "unbalanced", "bad-dtstart", "bad-rrule"],
+    ids=[
+        "garbage",
+        "binary",
+        "no-vcalendar",
+        "unbalanced",
+        "bad-dtstart",
+        "bad-rrule",
+        "rrule-count-out-of-range",
+        "no-dtstart",
+        "no-dtstart-recurring",
+        "not-gregorian",
+        "broken-vtimezone",
+        "two-calendars",
+    ],
 )
 def test_data_that_does_not_parse_is_invalid(data: bytes) -> None:
     with pytest.raises(CalendarInvalid):
         read_busy(data, SPRING, "UTC")
+
+
+def test_a_parse_error_quotes_no_data() -> None:
+    """A file URL's data may be any file of the server's: the message shows none of it."""
+    with pytest.raises(CalendarInvalid) as caught:
+        read_busy(b"root:secret-hash:19000:0:99999:7:::\n", SPRING, "UTC")
+    assert "secret-hash" not in str(caught.value)
+    assert "root" not in str(caught.value)
 
 
 def test_data_past_the_cap_is_refused_before_parsing() -> None:

@@ -5,17 +5,22 @@ instance overlapping a window, recurrences expanded by ``recurring-ical-events``
 (RRULE, RDATE, EXDATE, RECURRENCE-ID overrides, VTIMEZONE across DST), that
 blocks: not ``TRANSP:TRANSPARENT``, not ``STATUS:CANCELLED`` (a tentative event
 blocks). All-day (DATE) events block the whole local day(s) and floating times
-are read in the binding's time zone.
+are read in the binding's time zone. slotward's own events are read too (each
+block carries its UID): telling them from external time is the caller's
+(engine/rules/calendar_events.py ``is_own``).
 
 Time zones. A TZID is known when the file defines it (a VTIMEZONE) or when
 icalendar names it (an IANA name, a Windows name, a vendor-prefixed IANA name);
 anything else is unknown and the calendar is :class:`CalendarInvalid`, because
-icalendar 7 silently reads a time with an unknown TZID as floating.
+icalendar 7 silently reads a time with an unknown TZID as floating. A
+VTIMEZONE that names an IANA zone is not read: the IANA rules are (icalendar's
+choice, and the safer one: a calendar's copy of a zone's rules may be stale).
 icalendar keeps the VTIMEZONEs it has seen in a process-wide cache where the
 first definition of a TZID wins: one calendar's VTIMEZONE would then resolve
 (or redefine) another calendar's TZID. So every read starts and ends with that
 cache emptied, under one lock (reads are CPU-bound: they would queue on the GIL
-anyway).
+anyway). Every use of icalendar in slotward goes through this module for that
+reason: a parse elsewhere, outside the lock, would fill the cache again.
 
 Input is hostile: the data is capped (:data:`MAX_BYTES`), the work of expanding
 a recurrence is estimated before it is done (:data:`MAX_STEPS`: a FREQ=SECONDLY

@@ -123,6 +123,8 @@ def _app(server: list[Server]) -> web.Application:
             except (ConnectionResetError, ConnectionError):
                 pass
             return response
+        if name == "huge-etag":
+            return web.Response(body=WEEKLY, headers={"ETag": '"' + "e" * 4000 + '"'})
         if name == "garbage":
             return web.Response(body=b"<html>not a calendar</html>")
         raise web.HTTPNotFound()
@@ -326,6 +328,13 @@ async def test_an_endless_body_is_refused_without_reading_it_all(
         await provider.busy(conn(server.url("/x/endless")), WINDOW, None)
     await asyncio.sleep(0.2)  # real network timing: the server notices the closed connection
     assert server.sent < 3 * MAX_BYTES
+
+
+async def test_a_huge_etag_is_not_kept(server: Server, provider: IcsProvider) -> None:
+    read = await provider.busy(conn(server.url("/x/huge-etag")), WINDOW, None)
+    assert starts(read.busy) == SPRING_MONDAYS
+    assert read.cursor is not None
+    assert len(read.cursor) < 200
 
 
 async def test_a_body_that_is_no_calendar_is_invalid(server: Server, provider: IcsProvider) -> None:

@@ -86,6 +86,15 @@ def test_a_weekly_event_keeps_its_local_time_across_both_changes(tzid: str, time
     assert len(read_busy(data, YEAR, "UTC")) == 52
 
 
+def test_a_vtimezone_naming_an_iana_zone_is_read_as_the_iana_zone() -> None:
+    stale = (
+        "BEGIN:VTIMEZONE\nTZID:Europe/Berlin\nBEGIN:STANDARD\nDTSTART:19700101T000000\n"
+        "TZOFFSETFROM:+0500\nTZOFFSETTO:+0500\nEND:STANDARD\nEND:VTIMEZONE\n"
+    )
+    data = calendar(weekly("Europe/Berlin"), timezones=stale)
+    assert spans(read_busy(data, SPRING, "UTC")) == SPRING_MONDAYS
+
+
 def test_times_come_out_in_utc() -> None:
     (block, *_) = read_busy(calendar(weekly("Europe/Berlin")), SPRING, "Asia/Tokyo")
     assert block.start.tzinfo is UTC

@@ -67,6 +67,7 @@ _READ_ONLY: Final = "the ics provider is read-only"
 _REDIRECTS: Final = frozenset({301, 302, 303, 307, 308})
 _CHUNK: Final = 64 * 1024
 _CONNECTIONS: Final = 64
+_MAX_VALIDATOR: Final = 512  # an ETag or a date; a longer one is not kept in the cursor
 _FILE_HINT: Final = "set SLOTWARD_ALLOW_PRIVATE_URLS=true to allow file URLs"
 
 
@@ -170,8 +171,8 @@ class IcsProvider:
                     if not 200 <= response.status < 300:
                         raise _status_error(shown, response)
                     body = await _read_capped(response)
-                    etag = response.headers.get("ETag")
-                    last_modified = response.headers.get("Last-Modified")
+                    etag = _validator(response.headers.get("ETag"))
+                    last_modified = _validator(response.headers.get("Last-Modified"))
             except TimeoutError:
                 raise ProviderUnreachable(
                     f"{shown}: timed out after {self._settings.timeout:g} s"
@@ -318,6 +319,11 @@ def _network_reason(exc: BaseException) -> str:
     if isinstance(exc, aiohttp.ServerDisconnectedError):
         return "the server closed the connection without an answer"
     return type(exc).__name__
+
+
+def _validator(value: str | None) -> str | None:
+    """A validator to send back, or None: a server's hostile 8 KiB ETag is not stored."""
+    return value if value and len(value) <= _MAX_VALIDATOR else None
 
 
 def _shown(url: str) -> str:

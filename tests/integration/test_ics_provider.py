@@ -102,6 +102,8 @@ def _app(server: list[Server]) -> web.Application:
             raise web.HTTPFound("/cal.ics")
         if name == "redirect-metadata":
             raise web.HTTPFound("http://169.254.169.254/latest/meta-data")
+        if name == "redirect-file":
+            raise web.HTTPFound("file:///etc/passwd")
         if name == "redirect-loop":
             raise web.HTTPFound("/x/redirect-loop")
         if name == "declared-big":
@@ -121,6 +123,8 @@ def _app(server: list[Server]) -> web.Application:
             except (ConnectionResetError, ConnectionError):
                 pass
             return response
+        if name == "huge-etag":
+            return web.Response(body=WEEKLY, headers={"ETag": '"' + "e" * 4000 + '"'})
         if name == "garbage":
             return web.Response(body=b"<html>not a calendar</html>")
         raise web.HTTPNotFound()
@@ -238,6 +242,11 @@ async def test_a_redirect_to_a_refused_address_is_not_followed(
         await provider.busy(conn(server.url("/x/redirect-metadata")), WINDOW, None)
 
 
+async def test_a_redirect_to_a_file_is_not_followed(server: Server, provider: IcsProvider) -> None:
+    with pytest.raises(ProviderUnreachable, match="invalid_url"):
+        await provider.busy(conn(server.url("/x/redirect-file")), WINDOW, None)
+
+
 async def test_redirects_are_followed_a_few_times_only(
     server: Server, provider: IcsProvider
 ) -> None:
@@ -319,6 +328,13 @@ async def test_an_endless_body_is_refused_without_reading_it_all(
         await provider.busy(conn(server.url("/x/endless")), WINDOW, None)
     await asyncio.sleep(0.2)  # real network timing: the server notices the closed connection
     assert server.sent < 3 * MAX_BYTES
+
+
+async def test_a_huge_etag_is_not_kept(server: Server, provider: IcsProvider) -> None:
+    read = await provider.busy(conn(server.url("/x/huge-etag")), WINDOW, None)
+    assert starts(read.busy) == SPRING_MONDAYS
+    assert read.cursor is not None
+    assert len(read.cursor) < 200
 
 
 async def test_a_body_that_is_no_calendar_is_invalid(server: Server, provider: IcsProvider) -> None:

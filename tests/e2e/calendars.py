@@ -86,7 +86,9 @@ ENV = {
     # Not "0": the environment refuses it (api/config.py _float takes positive numbers
     # only), though Config.providers() allows 0. A millisecond: every claim reads.
     "SLOTWARD_PROVIDER_MAX_STALENESS": "0.001",
-    "SLOTWARD_PROVIDER_TIMEOUT": "1",
+    # Room for a read on a loaded machine (a read that times out is a 503 under
+    # fail_closed); a test whose point is a short lease sets less.
+    "SLOTWARD_PROVIDER_TIMEOUT": "5",
     "SLOTWARD_PROVIDER_SYNC_INTERVAL": "0.2",
 }
 _WORKFLOWS = itertools.count(1)
@@ -134,7 +136,7 @@ def provider_config(db_url: str, **overrides: Any) -> Config:
         # Every decision reads the calendars again: a test changes a calendar and
         # the next claim sees it. Tests of the mirror itself raise it.
         "provider_max_staleness_seconds": 0.0,
-        "provider_timeout_seconds": 1.0,
+        "provider_timeout_seconds": 5.0,  # as ENV's
         "provider_sync_interval_seconds": 0.2,
     }
     return Config(**{**settings, **overrides})

@@ -2,8 +2,8 @@
 
 Each server is a real subprocess on a real SQLite file or PostgreSQL database
 (both, every scenario), its relay, writer and sync worker on the real clock
-with a one-second provider timeout, so a write claimed by a killed server is
-taken up by the next one once its thirteen-second lease has run out. The
+with a two-second provider timeout where a server is killed, so a write it
+claimed is taken up by the next one once its sixteen-second lease has run out. The
 calendars are a real Radicale (behind a proxy that holds answers back, where
 writes must be in flight) and a directory of the memcal plugin, installed
 with pip into a folder on the server's PYTHONPATH.
@@ -55,7 +55,10 @@ from tests.radicale import RadicaleServer, vevent
 ALEX = "alex@example.com"
 BLAIR = "blair@example.com"
 KEYS = (Principal("acme", "admin-1", "admin", 50), Principal("acme", "agent-1", "agent", 50))
-LEASE = 13.0  # a claimed write's lease: 3 x SLOTWARD_PROVIDER_TIMEOUT (1 s) + 10 s
+LEASE = 16.0  # a claimed write's lease: 3 x SLOTWARD_PROVIDER_TIMEOUT (2 s) + 10 s
+# The servers killed mid-write: a short lease, and claims that decide on the mirror
+# (one claim reads it first), so two dozen at once read no calendar.
+KILLED = {"SLOTWARD_PROVIDER_TIMEOUT": "2", "SLOTWARD_PROVIDER_MAX_STALENESS": "3600"}
 _DATABASES = itertools.count()
 
 
@@ -121,10 +124,14 @@ async def test_a_server_killed_mid_write_leaves_one_event_per_live_hold(
     admin, agent = await make_keys(database.url, *KEYS)
     upstream = dav.url.rstrip("/")
     async with GatedProxy(upstream).running() as proxy, aiohttp.ClientSession() as session:
-        async with serve_process(database.url, tmp_path / "first.log") as first:
+        async with serve_process(database.url, tmp_path / "first.log", KILLED) as first:
             s = over_http(first.base, session, admin, agent)
             await s.bind(ALEX, {"provider": "caldav", "url": proxy.url(dav_calendar)})
-            holds = await asyncio.gather(*(s.hold(ALEX, _slot(i), minutes=15) for i in range(24)))
+            last = await s.hold(ALEX, _slot(23), minutes=15)  # the mirror now reaches them all
+            holds = [
+                *await asyncio.gather(*(s.hold(ALEX, _slot(i), minutes=15) for i in range(23))),
+                last,
+            ]
             released = holds[::3]
             for hold in released:
                 assert (await s.agent.release(hold["id"])).status == 200
@@ -133,7 +140,7 @@ async def test_a_server_killed_mid_write_leaves_one_event_per_live_hold(
             in_flight = proxy.held
             first.kill()
         proxy.gate.set()
-        async with serve_process(database.url, tmp_path / "second.log") as second:
+        async with serve_process(database.url, tmp_path / "second.log", KILLED) as second:
             s = over_http(second.base, session, admin, agent)
             await eventually(lambda: s.settled(ALEX), LEASE + WITHIN, lambda: "writes pending")
         events = by_uid(await radicale_events(dav, dav_calendar))

@@ -521,6 +521,11 @@ class GatedProxy:
     gate: asyncio.Event = field(default_factory=asyncio.Event)
     held: int = 0
     writes: Counter[str] = field(default_factory=Counter)
+    # The first REPORT whose body has these bytes is answered only once
+    # ``report_gate`` opens (``report_held`` says it is waiting): a slow read.
+    hold_report: bytes | None = None
+    report_held: asyncio.Event = field(default_factory=asyncio.Event)
+    report_gate: asyncio.Event = field(default_factory=asyncio.Event)
     _client: aiohttp.ClientSession | None = None
 
     def url(self, calendar: str) -> str:
@@ -541,6 +546,10 @@ class GatedProxy:
                                         if k.lower() not in _HOP}  # fmt: skip
         if request.method in ("PUT", "DELETE"):
             self.writes[request.path] += 1
+        if request.method == "REPORT" and self.hold_report and self.hold_report in body:
+            self.hold_report = None  # once
+            self.report_held.set()
+            await self.report_gate.wait()
         if request.method == "PUT" and not self.gate.is_set():
             self.held += 1
             try:
@@ -564,3 +573,4 @@ class GatedProxy:
                 yield self
             finally:
                 self.gate.set()  # nothing left hanging at the stop
+                self.report_gate.set()

@@ -20,6 +20,7 @@ from sqlalchemy import Engine
 from tests.e2e.calendars import (
     WITHIN,
     Calendared,
+    GatedProxy,
     agent_key,
     by_uid,
     calendar_when,
@@ -201,3 +202,35 @@ async def test_a_hold_placed_before_the_binding_is_written_once_bound(
         assert events[uid(held)].status == "TENTATIVE"
         await eventually(partial(s.settled, ALEX), WITHIN)
         assert set(by_uid(await radicale_events(dav, cal))) == {uid(held)}
+
+
+async def test_a_claim_whose_read_loses_to_the_sync_worker_reads_again(
+    database: tuple[str, Engine], dav: RadicaleServer, dav_calendar: str
+) -> None:
+    """The claim's read (over a window reaching its span) is slow; meanwhile the
+    sync worker stores a read of the mirror's narrower window first. The claim
+    must not decide on that mirror, which does not reach 2030."""
+    await asyncio.to_thread(
+        dav.put, dav_calendar, "dentist.ics",
+        vevent("dentist-5@example.com", _at("2030-10-14T14:00:00Z"), _at("2030-10-14T15:00:00Z")),
+    )  # fmt: skip
+    async with (
+        GatedProxy(dav.url.rstrip("/")).running() as proxy,
+        calendared(database, provider_max_staleness_seconds=3600.0) as s,
+    ):
+        await _bind(s, proxy.url(dav_calendar))
+        # The claim's calendar-query: its window ends where the claim does.
+        proxy.hold_report = b'end="20301014T143000Z"'
+        claim = asyncio.create_task(s.claim(ALEX, "2030-10-14T14:00:00Z"))
+        await asyncio.wait_for(proxy.report_held.wait(), WITHIN)
+        held_at = datetime.now(UTC)
+
+        async def worker_stored() -> bool:
+            sync = (await s.binding(ALEX))["sync"]
+            return _at(sync["external_as_of"]) > held_at
+
+        await eventually(worker_stored, WITHIN, lambda: "the sync worker never read")
+        proxy.report_gate.set()  # the claim's read stores now, and loses the race
+        refused = await asyncio.wait_for(claim, WITHIN)
+        assert refused.status == 409, refused.json
+        assert [c["kind"] for c in refused.json["conflicts"]] == ["external"]

@@ -58,7 +58,7 @@ from slotward.benchmarks.baseline import check_warmup, plan, warm_count
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Call, create_call, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
-from slotward.benchmarks.radicale import Radicale, cpu_seconds, radicale_server
+from slotward.benchmarks.radicale import Radicale, cpu_seconds, radicale_server, require_radicale
 from slotward.benchmarks.recording import calls_of, violations
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
 from slotward.benchmarks.servers import ServerFailed, make_keys, slotward_server, workspace
@@ -81,6 +81,7 @@ _FRESH = "86400"  # seconds: no mirror goes stale, no binding is due, within a r
 def providers(settings: Settings, *, events: int = 1000, series: int = 50) -> Outcome:
     if events < 1 or not 0 <= series <= events:
         raise ValueError("--events must be positive and --series 0 to --events")
+    require_radicale()  # before anything is started
     outcome = Outcome("providers", settings)
     c = settings.concurrency
     principals = [Principal(TENANT, f"agent-{i}", "agent", 50) for i in range(c)]

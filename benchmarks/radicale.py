@@ -26,7 +26,7 @@ from pathlib import Path
 
 from slotward.benchmarks.servers import ServerFailed, free_port
 
-__all__ = ["MISSING_RADICALE", "Radicale", "cpu_seconds", "radicale_server"]
+__all__ = ["MISSING_RADICALE", "Radicale", "cpu_seconds", "radicale_server", "require_radicale"]
 
 MISSING_RADICALE = (
     "slotward bench providers needs Radicale, a development dependency that is not "
@@ -90,8 +90,7 @@ def cpu_seconds(pid: int) -> float:
 @contextlib.contextmanager
 def radicale_server(workdir: Path) -> Iterator[Radicale]:
     """Radicale on a free loopback port, its files under ``workdir``; always stopped."""
-    if importlib.util.find_spec("radicale") is None:
-        raise ServerFailed(MISSING_RADICALE)
+    require_radicale()
     root = workdir / "radicale"
     (root / "collections").mkdir(parents=True)
     port = free_port()
@@ -121,6 +120,12 @@ def radicale_server(workdir: Path) -> Iterator[Radicale]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
+
+
+def require_radicale() -> None:
+    """Raise :class:`ServerFailed` saying how to install Radicale when it is not."""
+    if importlib.util.find_spec("radicale") is None:
+        raise ServerFailed(MISSING_RADICALE)
 
 
 def _wait_ready(server: Radicale, proc: subprocess.Popen[bytes]) -> None:

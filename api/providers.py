@@ -117,9 +117,13 @@ class ProviderHub:
                 partial(store_failure, binding=binding, started=started, error=error,
                         interval=interval)
             )  # fmt: skip
-        if stored is None:  # another read stored first: its result stands
+        if stored is None:  # another read stored first: its result stands, good or bad
             current = await svc.store.read(partial(_current, binding=binding))
             stored = current if current is not None else binding
+            if stored.status == "ok":
+                error = None
+            elif error is None:
+                error = ProviderUnreachable(stored.error or "the calendar could not be read")
         return stored, error
 
     async def read_now(self, svc: Services, binding: CalendarBinding) -> CalendarBinding:

@@ -66,6 +66,13 @@ TOOL_CALL = Shape(
     description="A tool call as an LLM emits it; arguments are the endpoint's body fields",
 )
 
+# On an answer that decided on attendees' calendars (DESIGN section 6): when the
+# oldest calendar read it used began, and whether a calendar could not be read
+# and its last known busy time was used (a binding's ``last_known`` policy).
+_EXTERNAL = (
+    Field("external_as_of", "string", nullable=True),
+    Field("external_stale", "boolean"),
+)
 HOLD = Shape(
     "Hold",
     (
@@ -92,6 +99,7 @@ HOLD = Shape(
         Field("committed_at", "string", required=True, nullable=True),
         Field("preempted_by", "string", required=True, nullable=True),
         Field("audit_seq", "integer", required=True),
+        *_EXTERNAL,
     ),
 )
 HOLD_LIST = Shape(
@@ -129,6 +137,7 @@ CONFLICT = Shape(
         Field("retryable", "boolean", required=True),
         Field("conflicts", "array", required=True, items=_CONFLICT_ITEM),
         Field("alternatives", "array", required=True, max_items=3, items=_SLOT),
+        *_EXTERNAL,
     ),
     additional=True,
 )
@@ -150,6 +159,7 @@ AVAILABILITY = Shape(
         Field("busy", "array", required=True, items=_BUSY),
         Field("free", "array", required=True, items=_SLOT),
         Field("slots", "array", items=_SLOT),
+        *_EXTERNAL,
     ),
 )
 AUDIT_ENTRY = Shape(

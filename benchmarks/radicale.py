@@ -23,6 +23,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from slotward.benchmarks.servers import ServerFailed, free_port
 
@@ -34,6 +35,12 @@ MISSING_RADICALE = (
 )
 _START_SECONDS = 30.0
 _REQUEST = re.compile(rb"\] ([A-Z]+) request for ")
+_QUERY = b"""<?xml version="1.0" encoding="utf-8"?>
+<C:calendar-query xmlns:D="DAV:" xmlns:C="urn:ietf:params:xml:ns:caldav">
+  <D:prop><D:getetag/><C:calendar-data/></D:prop>
+  <C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"/>
+  </C:comp-filter></C:filter>
+</C:calendar-query>"""
 _TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
@@ -67,6 +74,17 @@ class Radicale:
         if status not in (201, 204):
             raise ServerFailed(f"Radicale refused the calendar {path}: {status} {body[:300]!r}")
         return f"http://127.0.0.1:{self.port}{path}"
+
+    def query(self, calendar_url: str) -> float:
+        """Every event of the calendar, asked once (a calendar-query REPORT): Radicale
+        parses and caches a collection's items on its first read, which is its own
+        cost, not a reader's. The seconds it took."""
+        started = time.perf_counter()
+        status, _ = self.request("REPORT", urlsplit(calendar_url).path, _QUERY,
+                                    {"Depth": "1", "Content-Type": "application/xml"})  # fmt: skip
+        if status != 207:
+            raise ServerFailed(f"Radicale refused the query of {calendar_url}: {status}")
+        return time.perf_counter() - started
 
     def requests(self) -> Counter[str]:
         """The requests Radicale has logged so far, by method."""

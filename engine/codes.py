@@ -206,6 +206,14 @@ CODES: Final[Mapping[str, ErrorCode]] = _catalogue(
         ("event_not_found", "no such outbox event in this tenant"),
     ),
     _family(Conflict, ("nothing_to_redrive", "no dead delivery of the event can be sent again")),
+    # The calendar binding API (api/calendars.py, engine/usecases/bindings.py).
+    _family(
+        ValidationFailed,
+        ("unknown_provider", "no calendar provider of this name is installed on the server"),
+        ("unsupported_scheme", "a calendar URL of a scheme its provider does not read"),
+        ("credentials_not_supported", "a username or password for a provider that takes none"),
+    ),
+    _family(NotFound, ("calendar_not_found", "the attendee has no calendar bound")),
     _family(ConfigError, ("invalid_config", "a setting slotward refuses: nothing starts")),
     _family(SlotwardError, ("internal_error", "an unexpected error, logged, never detailed", True)),
 )

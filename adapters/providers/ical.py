@@ -5,17 +5,22 @@ instance overlapping a window, recurrences expanded by ``recurring-ical-events``
 (RRULE, RDATE, EXDATE, RECURRENCE-ID overrides, VTIMEZONE across DST), that
 blocks: not ``TRANSP:TRANSPARENT``, not ``STATUS:CANCELLED`` (a tentative event
 blocks). All-day (DATE) events block the whole local day(s) and floating times
-are read in the binding's time zone.
+are read in the binding's time zone. slotward's own events are read too (each
+block carries its UID): telling them from external time is the caller's
+(engine/rules/calendar_events.py ``is_own``).
 
 Time zones. A TZID is known when the file defines it (a VTIMEZONE) or when
 icalendar names it (an IANA name, a Windows name, a vendor-prefixed IANA name);
 anything else is unknown and the calendar is :class:`CalendarInvalid`, because
-icalendar 7 silently reads a time with an unknown TZID as floating.
+icalendar 7 silently reads a time with an unknown TZID as floating. A
+VTIMEZONE that names an IANA zone is not read: the IANA rules are (icalendar's
+choice, and the safer one: a calendar's copy of a zone's rules may be stale).
 icalendar keeps the VTIMEZONEs it has seen in a process-wide cache where the
 first definition of a TZID wins: one calendar's VTIMEZONE would then resolve
 (or redefine) another calendar's TZID. So every read starts and ends with that
 cache emptied, under one lock (reads are CPU-bound: they would queue on the GIL
-anyway).
+anyway). Every use of icalendar in slotward goes through this module for that
+reason: a parse elsewhere, outside the lock, would fill the cache again.
 
 Input is hostile: the data is capped (:data:`MAX_BYTES`), the work of expanding
 a recurrence is estimated before it is done (:data:`MAX_STEPS`: a FREQ=SECONDLY
@@ -64,6 +69,18 @@ _TIME_PARTS: Final = (("BYHOUR", 3600), ("BYMINUTE", 60), ("BYSECOND", 1))
 _WIDEN: Final = timedelta(days=2)  # floating and all-day times are up to 26 h off UTC
 
 _LOCK = threading.Lock()
+# What icalendar and recurring-ical-events raise on data they cannot read: given
+# hostile data, a library may fail in any of these ways, and each means the same.
+_UNREADABLE: Final = (
+    ValueError,
+    TypeError,
+    KeyError,
+    IndexError,
+    AttributeError,
+    OverflowError,
+    RecursionError,
+    UnicodeError,
+)
 
 
 def read_busy(
@@ -125,8 +142,12 @@ def _zone(name: str) -> ZoneInfo:
 def _parse(data: bytes) -> icalendar.Calendar:
     try:
         parsed = icalendar.Calendar.from_ical(data)
-    except (ValueError, KeyError, IndexError, TypeError, UnicodeError) as exc:
-        raise CalendarInvalid(f"the calendar does not parse: {_short(exc)}") from exc
+    except _UNREADABLE as exc:
+        # Not the library's message: it quotes the data, and a file URL's data
+        # may be any file of the server's.
+        raise CalendarInvalid(
+            f"the data does not parse as iCalendar ({type(exc).__name__})"
+        ) from exc
     if not isinstance(parsed, icalendar.Calendar):
         raise CalendarInvalid("the data is not a VCALENDAR")
     return parsed
@@ -176,7 +197,7 @@ def _steps(event: Any, window: Window) -> int:
         return 1
     try:
         start = _utc(event.start, UTC)
-    except (ValueError, TypeError, icalendar.InvalidCalendar) as exc:
+    except _UNREADABLE as exc:  # icalendar.InvalidCalendar is a ValueError
         raise CalendarInvalid(f"event {_uid(event)!r} has no valid DTSTART: {_short(exc)}") from exc
     total = 0
     for rule in rules:
@@ -229,8 +250,10 @@ def _expand(
                 block = _block(occurrence.as_component(False), window, zone, source)
                 if block is not None:
                     found.append(block)
-    except (ValueError, TypeError, OverflowError, icalendar.InvalidCalendar) as exc:
-        raise CalendarInvalid(f"the calendar's recurrences do not expand: {_short(exc)}") from exc
+    except _UNREADABLE as exc:
+        raise CalendarInvalid(
+            f"the calendar's events do not expand ({type(exc).__name__}: {_short(exc)})"
+        ) from exc
     return found
 
 

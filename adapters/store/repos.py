@@ -9,7 +9,8 @@ from types import TracebackType
 from sqlalchemy import Connection, bindparam, insert, select, text, union, update
 
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.calendar_repos import SqlCalendars, SqlCalendarWrites, SqlMirror
+from slotward.adapters.store.calendar_repos import SqlCalendars, SqlMirror
+from slotward.adapters.store.calendar_write_repos import SqlCalendarWrites
 from slotward.adapters.store.delivery_repos import SqlDeliveries
 from slotward.adapters.store.hold_repo import SqlHolds
 from slotward.adapters.store.instants import from_us, to_us

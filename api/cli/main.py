@@ -1,4 +1,4 @@
-"""The ``slotward`` command: serve, keys create, keys revoke, migrate, audit, bench."""
+"""The ``slotward`` command: serve, keys create, keys revoke, migrate, audit, providers, bench."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from slotward.api import service
 from slotward.api.bootstrap import migrate, open_store
 from slotward.api.cli.audit import add_audit_parser, run_audit
+from slotward.api.cli.providers import add_providers_parser, run_providers
 from slotward.api.cli.serving import serve
 from slotward.api.config import Config
 from slotward.api.logs import configure_logging
@@ -54,6 +55,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     revoke.add_argument("key_id")
     sub.add_parser("migrate", help="bring the database schema up to date")
     add_audit_parser(sub)  # api/cli/audit.py
+    add_providers_parser(sub)  # api/cli/providers.py
     add_bench_parser(sub)  # benchmarks/cli.py; bench takes its own --db
     return parser
 
@@ -119,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return run_bench(args)
         if args.command == "audit":
             return asyncio.run(run_audit(config, args))
+        if args.command == "providers":
+            return run_providers(config, args)
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
             _serve(config, demo_key=args.demo_key, workers=args.workers)

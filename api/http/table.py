@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from slotward.api.http import calendar_schemas as c
 from slotward.api.http import schemas as s
 from slotward.api.http import webhook_schemas as w
+from slotward.api.http.calendar_handlers import delete_calendar, put_calendar, read_calendar
 from slotward.api.http.execution_handlers import (
     acquire_execution,
     complete_execution,
@@ -50,6 +52,7 @@ _WRITE = {409: s.CONFLICT, 422: None, 401: None, 403: None}
 _WEBHOOK = Param("webhook_id", "path", required=True)
 _EVENT = Param("event_id", "path", required=True)
 _ADMIN = {401: None, 403: None}
+_ATTENDEE = Param("attendee", "path", required=True, description="An attendee id or an email")
 _CURSOR = Param("cursor", description="the next_cursor of the previous page")
 # GET /v1/availability takes find_free_slots' arguments as its query; without a
 # duration it answers only the busy intervals and free gaps.
@@ -138,6 +141,25 @@ ROUTES: tuple[Route, ...] = (
         "POST", "/v1/attendees", put_attendee_handler, "putAttendee",
         "Create or update an attendee and its email aliases (admin)",
         request=s.ATTENDEE_PUT, responses={200: s.ATTENDEE, 409: None}, tag="directory",
+    ),
+    Route(
+        "PUT", "/v1/attendees/{attendee}/calendar", put_calendar, "putCalendar",
+        "Bind an attendee to a calendar, replacing its binding, and read it once (admin); "
+        "the password is stored sealed and never answered",
+        request=c.CALENDAR_PUT, responses={200: c.CALENDAR, 422: None, **_ADMIN},
+        params=(_ATTENDEE,), tag="calendars",
+    ),
+    Route(
+        "GET", "/v1/attendees/{attendee}/calendar", read_calendar, "getCalendar",
+        "An attendee's calendar binding and its sync state (admin)",
+        responses={200: c.CALENDAR, 404: None, 422: None, **_ADMIN}, params=(_ATTENDEE,),
+        tag="calendars",
+    ),
+    Route(
+        "DELETE", "/v1/attendees/{attendee}/calendar", delete_calendar, "deleteCalendar",
+        "Unbind an attendee's calendar: its mirror and unwritten events go (admin)",
+        responses={204: None, 404: None, 422: None, **_ADMIN}, params=(_ATTENDEE,),
+        tag="calendars",
     ),
     Route(
         "GET", "/v1/audit", audit_handler, "listAudit", "The tenant's audit log",

@@ -41,6 +41,9 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/outbox"): ADMIN,
     ("GET", "/v1/outbox/{event_id}"): ADMIN,
     ("POST", "/v1/outbox/{event_id}/redrive"): ADMIN,
+    ("PUT", "/v1/attendees/{attendee}/calendar"): ADMIN,
+    ("GET", "/v1/attendees/{attendee}/calendar"): ADMIN,
+    ("DELETE", "/v1/attendees/{attendee}/calendar"): ADMIN,
 }
 AUTHENTICATED = [r for r in ROUTES if r.auth]
 # Allowed by role, then refused for another documented reason: the caller is
@@ -55,6 +58,13 @@ PAST_THE_ROLE_CHECK: dict[tuple[str, str], dict[str, str]] = {
 # No receiver listens there: the relay is off in these servers, and the
 # address is only stored (a loopback address, hence allow_private_urls).
 WEBHOOK = {"url": "http://127.0.0.1:9/in", "topics": ["hold.*"]}
+# A CalDAV calendar where nothing listens, as WEBHOOK: the binding is stored and
+# its one read fails at once (status "error"), which a PUT still answers 200.
+# It fails closed: a claim on its attendee would be 503 provider_unavailable.
+CALENDAR = {"provider": "caldav", "url": "http://127.0.0.1:9/dav/alex/"}
+# Attendees are names within a tenant: a stranger's PUT binds an attendee of its
+# own tenant that has the same name, which is no leak (checked below), not a 404.
+BINDS_ITS_OWN = {("PUT", "/v1/attendees/{attendee}/calendar")}
 
 
 @pytest.fixture
@@ -69,7 +79,8 @@ def test_the_matrix_covers_every_route() -> None:
 
 async def _objects(server: Server) -> dict[str, str]:
     """A hold, an execution and a workflow of tenant acme, made by its agent; a
-    webhook subscription and the hold's outbox event, by its admin."""
+    webhook subscription, the hold's outbox event and its attendee's calendar
+    binding, by its admin."""
     owner = await server.key(agent="owner")
     hold = await owner.create(dict(HOLD_BODY))
     assert hold.status == 201
@@ -81,7 +92,11 @@ async def _objects(server: Server) -> dict[str, str]:
     assert webhook.status == 201, webhook.body[:300]
     events = await admin.get("/v1/outbox")
     [event] = [e for e in events.json["items"] if e["hold_id"] == hold.json["id"]]
+    attendee = "room-matrix"  # booked by no call here: its failing calendar blocks none
+    bound = await admin.request("PUT", f"/v1/attendees/{attendee}/calendar", CALENDAR)
+    assert bound.status == 200, bound.body[:300]
     return {
+        "attendee": attendee,
         "hold_id": hold.json["id"],
         "key": execution.json["key"],
         "workflow_id": HOLD_BODY["workflow_id"],
@@ -109,10 +124,11 @@ def _call(method: str, path: str, ids: dict[str, str]) -> tuple[str, Any]:
         "/v1/webhooks/{webhook_id}/rotate": {},
         "/v1/webhooks/{webhook_id}/enable": {},
         "/v1/outbox/{event_id}/redrive": {},
+        "/v1/attendees/{attendee}/calendar": CALENDAR,
     }  # fmt: skip
     if path == "/v1/availability":
         concrete += "?attendees=alex@example.com&from=2030-10-14T00:00:00Z&to=2030-10-15T00:00:00Z"
-    return concrete, bodies.get(path) if method == "POST" else None
+    return concrete, bodies.get(path) if method in ("POST", "PUT") else None
 
 
 @pytest.mark.parametrize("role", sorted(ALL))
@@ -154,6 +170,11 @@ async def test_another_tenants_ids_answer_404_on_every_route(server: Server, rou
     before = server.table_counts()
     path, body = _call(route.method, route.path, ids)
     answer = await stranger.request(route.method, path, body)
+    if (route.method, route.path) in BINDS_ITS_OWN:
+        assert answer.status == 200, answer.body[:300]
+        tenants = server.sql("SELECT tenant FROM calendar_bindings ORDER BY tenant")
+        assert tenants == [("acme",), ("globex",)]  # acme's binding is left as it was
+        return
     assert answer.status == 404, answer.body[:300]
     after = server.table_counts()
     assert after == before  # nothing written for a refused stranger

@@ -87,7 +87,7 @@ def test_mirror_rows_are_numbered_by_the_database_past_32_bits(db: Engine) -> No
             conn.execute(text("UPDATE calendar_busy SET id = 3000000000"))
     _busy(db, "b.ics")
     with db.connect() as conn:
-        ids = dict(conn.execute(text("SELECT source, id FROM calendar_busy")).all())
+        ids: dict[str, int] = dict(conn.execute(text("SELECT source, id FROM calendar_busy")).all())
     assert ids["b.ics"] == 3000000001  # a sequence of ids that a 32-bit column would not hold
 
 

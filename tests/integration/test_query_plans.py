@@ -17,9 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Executable
+from sqlalchemy import Executable, create_engine
+from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import (
+    calendar_repos,
+    calendar_write_repos,
     delivery_repos,
     hold_repo,
     ledger_repo,
@@ -28,8 +31,10 @@ from slotward.adapters.store import (
     repos,
     webhook_repos,
 )
-from slotward.adapters.store.runner import _plan
+from slotward.adapters.store.runner import _ASYNCPG, _plan
 from slotward.adapters.store.sqlite.store import SqliteStore
+from tests.conftest import TEMPLATE
+from tests.pgserver import PgServer
 
 # A value for every bind name the statements use (lists for IN parameters).
 PARAMS: dict[str, Any] = {
@@ -133,3 +138,77 @@ def test_the_overlap_check_reads_its_index_alone(migrated: Path) -> None:
     finally:
         conn.close()
     assert any("USING COVERING INDEX ix_hold_attendees_overlap" in s for s in steps), steps
+
+
+# The calendar stores' statements: the mirror is read by every claim and commit
+# of a bound attendee, and rewritten by every read of its calendar.
+CALENDAR_PARAMS: dict[str, Any] = PARAMS | {
+    "attendee": "att_a", "sources": ["a.ics", "b.ics"], "holds": ["hold_a", "hold_b"],
+    "before": 0,
+}  # fmt: skip
+CALENDAR_HOT: dict[str, tuple[Executable, str]] = {
+    "busy blocks overlapping": (calendar_repos._OVERLAPPING, "ix_calendar_busy_attendee_start"),
+    "a mirror cleared": (calendar_repos._MIRROR_CLEAR, "ix_calendar_busy_attendee_start"),
+    "a mirror's sources dropped": (calendar_repos._MIRROR_DROP_SOURCES, "ix_calendar_busy_source"),
+    "a binding": (calendar_repos._BINDING_GET, "sqlite_autoindex_calendar_bindings_1"),
+    "bindings of attendees": (calendar_repos._BINDINGS_OF, "sqlite_autoindex_calendar_bindings_1"),
+    "calendar writes due": (calendar_write_repos._WRITES_DUE, "ix_calendar_writes_state_next"),
+    "calendar writes by key": (
+        calendar_write_repos._WRITES_OF,
+        "sqlite_autoindex_calendar_writes_1",
+    ),
+    "calendar writes to purge": (calendar_write_repos._WRITTEN, "ix_calendar_writes_state_next"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CALENDAR_HOT))
+def test_a_calendar_statement_seeks_its_index(migrated: Path, name: str) -> None:
+    stmt, index = CALENDAR_HOT[name]
+    plan = _plan(stmt, CALENDAR_PARAMS)
+    conn = sqlite3.connect(migrated)
+    try:
+        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(CALENDAR_PARAMS))
+        steps = [row[3] for row in rows]
+    finally:
+        conn.close()
+    assert not [s for s in steps if s.startswith("SCAN")], steps
+    assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
+
+
+def test_busy_blocks_overlapping_seek_their_index_on_postgresql(postgres: PgServer) -> None:
+    # A few thousand rows still make a sequential scan cheapest: forbidden, the
+    # plan shows which index serves the statement.
+    url = postgres.create_database("plans_calendar_busy", template=TEMPLATE)
+    engine = create_engine(url.replace("+asyncpg", "+psycopg"), poolclass=NullPool)
+    start = 1_000_000_000_000_000 + 2000 * 600_000_000  # an hour amid the rows
+    params = CALENDAR_PARAMS | {"attendees": ["att_1", "att_2"], "start": start}
+    params["end"] = start + 3_600_000_000
+    plan = _plan(calendar_repos._OVERLAPPING, params, _ASYNCPG)
+    bound = plan.bind(params)
+    args = ", ".join(_literal(bound[name]) for name in plan.order)
+    try:
+        with engine.connect() as conn:
+            # Some attendees' busy weeks, the sources of each its own: with no
+            # statistics the planner would pick either index of (tenant, attendee).
+            conn.exec_driver_sql(
+                "INSERT INTO calendar_busy (tenant, attendee, source, start_us, end_us)"
+                " SELECT 'acme', 'att_' || mod(n, 40), 'evt-' || n || '.ics',"
+                " 1000000000000000 + n * 600000000, 1000000000000000 + n * 600000000 + 1800000000"
+                " FROM generate_series(1::bigint, 4000) AS n"
+            )
+            conn.exec_driver_sql("ANALYZE calendar_busy")
+            conn.exec_driver_sql("SET enable_seqscan = off")
+            conn.exec_driver_sql(f"PREPARE overlapping AS {plan.sql}")
+            found = conn.exec_driver_sql(f"EXPLAIN EXECUTE overlapping({args})").all()
+    finally:
+        engine.dispose()
+    steps = [row[0].strip() for row in found]
+    # An index scan or a bitmap one, bounded by the window's end, not only by attendee.
+    [at] = [i for i, s in enumerate(steps) if "ix_calendar_busy_attendee_start" in s]
+    assert steps[at + 1].startswith("Index Cond:"), steps
+    assert "start_us <" in steps[at + 1], steps
+    assert not [s for s in steps if "Seq Scan" in s], steps
+
+
+def _literal(value: Any) -> str:
+    return str(value) if isinstance(value, int) else "'" + str(value).replace("'", "''") + "'"

@@ -86,6 +86,15 @@ def test_a_weekly_event_keeps_its_local_time_across_both_changes(tzid: str, time
     assert len(read_busy(data, YEAR, "UTC")) == 52
 
 
+def test_a_vtimezone_naming_an_iana_zone_is_read_as_the_iana_zone() -> None:
+    stale = (
+        "BEGIN:VTIMEZONE\nTZID:Europe/Berlin\nBEGIN:STANDARD\nDTSTART:19700101T000000\n"
+        "TZOFFSETFROM:+0500\nTZOFFSETTO:+0500\nEND:STANDARD\nEND:VTIMEZONE\n"
+    )
+    data = calendar(weekly("Europe/Berlin"), timezones=stale)
+    assert spans(read_busy(data, SPRING, "UTC")) == SPRING_MONDAYS
+
+
 def test_times_come_out_in_utc() -> None:
     (block, *_) = read_busy(calendar(weekly("Europe/Berlin")), SPRING, "Asia/Tokyo")
     assert block.start.tzinfo is UTC
@@ -273,12 +282,44 @@ def test_the_source_is_the_uid_or_the_one_given() -> None:
         b"BEGIN:VCALENDAR\r\nBEGIN:VEVENT\r\nEND:VCALENDAR\r\n",  # unbalanced
         calendar(event("bad", "DTSTART:notadate", "DTEND:20300320T110000Z")),
         calendar(event("bad", "DTSTART:20300320T100000Z", "RRULE:FREQ=SOMETIMES")),
+        calendar(event("bad", "DTSTART:20300320T100000Z", "RRULE:FREQ=DAILY;COUNT=99999999999")),
+        calendar(event("no-start", "DTEND:20300320T110000Z")),
+        calendar(event("no-start", "RRULE:FREQ=DAILY")),
+        calendar(event("e", "DTSTART:20300320T100000Z"), timezones="CALSCALE:JULIAN\n"),
+        calendar(
+            event("e", "DTSTART;TZID=Foo:20300320T100000"),
+            timezones="BEGIN:VTIMEZONE\n"
+            "TZID:Foo\nBEGIN:STANDARD\nDTSTART:garbage\nTZOFFSETFROM:+0100\n"
+            "TZOFFSETTO:+0100\nEND:STANDARD\nEND:VTIMEZONE\n",
+        ),
+        calendar() + calendar(),
     ],
-    ids=["garbage", "binary", "no-vcalendar", "unbalanced", "bad-dtstart", "bad-rrule"],
+    ids=[
+        "garbage",
+        "binary",
+        "no-vcalendar",
+        "unbalanced",
+        "bad-dtstart",
+        "bad-rrule",
+        "rrule-count-out-of-range",
+        "no-dtstart",
+        "no-dtstart-recurring",
+        "not-gregorian",
+        "broken-vtimezone",
+        "two-calendars",
+    ],
 )
 def test_data_that_does_not_parse_is_invalid(data: bytes) -> None:
     with pytest.raises(CalendarInvalid):
         read_busy(data, SPRING, "UTC")
+
+
+def test_a_parse_error_quotes_no_data() -> None:
+    """A file URL's data may be any file of the server's: the message shows none of it."""
+    with pytest.raises(CalendarInvalid) as caught:
+        read_busy(b"root:secret-hash:19000:0:99999:7:::\n", SPRING, "UTC")
+    assert "secret-hash" not in str(caught.value)
+    assert "root" not in str(caught.value)
 
 
 def test_data_past_the_cap_is_refused_before_parsing() -> None:

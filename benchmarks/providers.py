@@ -66,7 +66,8 @@ from slotward.testing import sync_url
 __all__ = ["MIRROR_READS", "ROUNDS", "providers"]
 
 TENANT = "bench"
-ROUNDS = 4  # bound and unbound in turn, pooled
+ROUNDS = 4  # bound, read-only and unbound in turn, pooled
+KINDS = ("bound", "readonly", "unbound")
 MIRROR_READS = 3  # attendees bound to the big calendar, one after another
 _GOAL = 1.5
 _MINUTES = 30  # a claim; claims of one attendee start an hour apart
@@ -100,15 +101,21 @@ def providers(settings: Settings, *, events: int = 1000, series: int = 50) -> Ou
         outcome.problems += found
         outcome.notes.append(f"history: {len(calls)} calls checked, {len(found)} violations")
         blocks = _blocks(url, [m["attendee"] for m in mirrored["reads"]])
-    bound, _ = _claim_results(settings, claimed, outcome)
+    bound, readonly, _ = _claim_results(settings, claimed, outcome)
     _mirror_result(settings, mirrored, blocks, events, series, outcome)
     outcome.targets.append(Target(
         f"bound claim p50 / unbound, fresh mirror, at {c} agents",
         bound.extra["p50_ratio_to_unbound"], _GOAL, False,
     ))  # fmt: skip
-    if bound.extra["claims_read_provider"]:
-        outcome.notes.append(f"{bound.extra['claims_read_provider']} bound claims read the "
-                             "calendar: the mirror was not fresh for them")  # fmt: skip
+    outcome.targets.append(Target(
+        f"read-only (ics) bound claim p50 / unbound, fresh mirror, no writes, at {c} agents",
+        readonly.extra["p50_ratio_to_unbound"], _GOAL, False,
+    ))  # fmt: skip
+    for result in (bound, readonly):
+        read = result.extra["claims_read_provider"]
+        if read:
+            outcome.notes.append(f"{read} {result.scenario} claims read the calendar: "
+                                 "the mirror was not fresh for them")  # fmt: skip
     return outcome
 
 
@@ -160,24 +167,28 @@ class _Run:
         warm_slot = ROUNDS * rows  # after the measured ones
         as_of: dict[str, str] = {}  # attendee's email -> the first read of its binding
         for i in range(c):
-            ics = _gaps_calendar(start, warm_slot + 8, f"bound-{i}")
-            calendar = self.radicale.calendar(f"/bench/bound-{i}/", ics)
-            email = f"bound-{i}@bench.example"
-            as_of[email] = str(self.bind(email, calendar)["sync"]["external_as_of"])
+            # "readonly" attendees read the same kind of calendar as an ICS feed (GET of
+            # the collection): the mirror's cost without the calendar writes.
+            for kind, provider in (("bound", "caldav"), ("readonly", "ics")):
+                ics = _gaps_calendar(start, warm_slot + 8, f"{kind}-{i}")
+                calendar = self.radicale.calendar(f"/bench/{kind}-{i}/", ics)
+                email = f"{kind}-{i}@bench.example"
+                doc = self.bind(email, calendar, provider)
+                as_of[email] = str(doc["sync"]["external_as_of"])
         put_base = self.radicale.requests()
         warm = warmup(self.base, c, c, start - timedelta(days=1), creates=warm_count(s),
                       record=True)  # fmt: skip
-        for kind in ("bound", "unbound"):
+        for kind in KINDS:
             calls = [_claim(kind, i, start, warm_slot, i) for i in range(c)]
             warm.append(phase(f"warm {kind}", self.base, one_per_task(calls), concurrency=c,
                               seconds=120, expect=(201,), record=True))  # fmt: skip
         answered = drive(plan(s, warm, self.agents))["phases"]
         check_warmup(self.outcome, answered)
-        self.records += [p["records"] for p in answered[len(warm) - 3 :]]
+        self.records += [p["records"] for p in answered[len(warm) - 1 - len(KINDS) :]]
         self.settle(put_base["PUT"] + c)
-        done: dict[str, list[dict[str, Any]]] = {"bound": [], "unbound": []}
+        done: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
         for r in range(ROUNDS):
-            for kind in ("bound", "unbound") if r % 2 == 0 else ("unbound", "bound"):
+            for kind in KINDS[r % len(KINDS) :] + KINDS[: r % len(KINDS)]:
                 calls = [_claim(kind, j % c, start, r * rows + j // c, j % c)
                          for j in range(per_round)]  # fmt: skip
                 done[kind].append(self.round(kind, calls))
@@ -216,9 +227,9 @@ class _Run:
     def cpu(self) -> float:
         return sum(cpu_seconds(pid) for pid in self.pids)
 
-    def bind(self, attendee: str, calendar: str) -> dict[str, Any]:
+    def bind(self, attendee: str, calendar: str, provider: str = "caldav") -> dict[str, Any]:
         """PUT the attendee's binding to ``calendar``: the answer (its first read made)."""
-        body = {"provider": "caldav", "url": calendar}
+        body = {"provider": provider, "url": calendar}
         status, doc = _call(self.base, self.admin, "PUT",
                             f"/v1/attendees/{quote(attendee)}/calendar", body)  # fmt: skip
         if status != 200 or doc.get("sync", {}).get("status") != "ok":
@@ -393,18 +404,23 @@ def _read_provider(records: Sequence[Mapping[str, Any]], as_of: Mapping[str, str
 
 def _claim_results(
     settings: Settings, claimed: Mapping[str, Any], outcome: Outcome
-) -> tuple[Result, Result]:
+) -> tuple[Result, Result, Result]:
     c = settings.concurrency
     done = claimed["done"]
-    pooled = {kind: _pooled(done[kind]) for kind in ("bound", "unbound")}
+    pooled = {kind: _pooled(done[kind]) for kind in KINDS}
     bound = outcome.add(Result.of("bound", pooled["bound"], settings, c), pooled["bound"])
+    readonly = outcome.add(
+        Result.of("readonly", pooled["readonly"], settings, c), pooled["readonly"]
+    )
     unbound = outcome.add(Result.of("unbound", pooled["unbound"], settings, c), pooled["unbound"])
     bound_records = [r for p in done["bound"] for r in p["records"]]
-    no_external = sum(1 for r in bound_records if r["status"] == 201 and
-                      "external_as_of" not in json.loads(base64.b64decode(r["body"])))  # fmt: skip
-    if no_external:
-        outcome.problems.append(f"bound: {no_external} answers carry no external_as_of")
-    for result, kind in ((bound, "bound"), (unbound, "unbound")):
+    readonly_records = [r for p in done["readonly"] for r in p["records"]]
+    for kind, records in (("bound", bound_records), ("readonly", readonly_records)):
+        answers = [json.loads(base64.b64decode(r["body"])) for r in records if r["status"] == 201]
+        no_external = sum(1 for doc in answers if "external_as_of" not in doc)
+        if no_external:
+            outcome.problems.append(f"{kind}: {no_external} answers carry no external_as_of")
+    for result, kind in ((bound, "bound"), (readonly, "readonly"), (unbound, "unbound")):
         p = pooled[kind]
         result.extra["attendees"] = c
         result.extra["rounds"] = ROUNDS
@@ -417,8 +433,14 @@ def _claim_results(
     bound.extra["calendar_writes"] = sum(asked[m] for m in _WRITES)
     bound.extra["p50_ratio_to_unbound"] = ratio(bound.p50_ms, unbound.p50_ms)
     bound.extra["p99_ratio_to_unbound"] = ratio(bound.p99_ms, unbound.p99_ms)
+    seen: Counter[str] = pooled["readonly"]["asked"]
+    readonly.extra["claims_read_provider"] = _read_provider(readonly_records, claimed["as_of"])
+    readonly.extra["provider_reads"] = sum(seen[m] for m in _READS)
+    readonly.extra["calendar_writes"] = sum(seen[m] for m in _WRITES)
+    readonly.extra["p50_ratio_to_unbound"] = ratio(readonly.p50_ms, unbound.p50_ms)
+    readonly.extra["p99_ratio_to_unbound"] = ratio(readonly.p99_ms, unbound.p99_ms)
     unbound.extra["provider_reads"] = sum(pooled["unbound"]["asked"][m] for m in _READS)
-    return bound, unbound
+    return bound, readonly, unbound
 
 
 def _mirror_result(

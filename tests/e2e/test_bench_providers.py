@@ -25,12 +25,18 @@ def test_providers_reports_bound_against_unbound_claims_and_the_mirror(tmp_path:
     done = _bench("providers", "--requests", "40", "--concurrency", "4", "--events", "60",
                   "--series", "5", "--json", str(out))  # fmt: skip
     found = _measured(done, out)
-    assert list(found) == ["bound", "unbound", "mirror"]
+    assert list(found) == ["bound", "readonly", "unbound", "mirror"]
     bound, unbound, mirror = found["bound"], found["unbound"], found["mirror"]
-    assert bound["statuses"] == unbound["statuses"] == {"201": 40}
-    assert bound["claims_read_provider"] == 0  # the mirror was fresh for every claim
-    assert bound["provider_reads"] == unbound["provider_reads"] == 0
+    readonly = found["readonly"]
+    assert bound["statuses"] == readonly["statuses"] == unbound["statuses"] == {"201": 40}
+    # The mirror was fresh for every claim: none read its calendar.
+    assert bound["claims_read_provider"] == readonly["claims_read_provider"] == 0
+    assert bound["provider_reads"] == readonly["provider_reads"] == 0
+    assert unbound["provider_reads"] == 0
     assert bound["calendar_writes"] == 40  # one event per bound hold
+    assert readonly["calendar_writes"] == 0  # an ICS calendar is read-only
+    assert readonly["p50_ratio_to_unbound"] == pytest.approx(
+        readonly["p50_ms"] / unbound["p50_ms"], rel=0.01)  # fmt: skip
     assert bound["p50_ratio_to_unbound"] == pytest.approx(
         bound["p50_ms"] / unbound["p50_ms"], rel=0.01)  # fmt: skip
     assert bound["p99_ratio_to_unbound"] == pytest.approx(
@@ -42,6 +48,7 @@ def test_providers_reports_bound_against_unbound_claims_and_the_mirror(tmp_path:
     assert mirror["busy_blocks"] > 55  # the 55 singles, and the series' instances
     assert mirror["mirror_seconds"] > 0
     assert "bound claim p50 / unbound, fresh mirror, at 4 agents" in done.stdout
+    assert "read-only (ics) bound claim p50 / unbound" in done.stdout
     assert "0 violations" in done.stdout  # the history checker ran
 
 

@@ -37,6 +37,7 @@ from urllib.parse import unquote, urljoin, urlsplit
 import aiohttp
 
 from slotward.adapters.providers.ical import MAX_BYTES, in_parser, read_busy
+from slotward.adapters.retry_after import retry_after_seconds
 from slotward.adapters.webhooks.guard import Resolve, UrlGuard
 from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.calendars import (
@@ -299,17 +300,11 @@ def _status_error(shown: str, response: aiohttp.ClientResponse) -> ProviderUnrea
 
 def _retry_after(value: str | None, date: str | None) -> float | None:
     """Delta seconds, or an HTTP-date less the response's own Date; None if neither."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():
-        return float(int(value)) if len(value) <= 9 else 1e9
     try:
-        when = email.utils.parsedate_to_datetime(value)
         now = email.utils.parsedate_to_datetime(date or "")
     except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, (when - now).total_seconds())
+        now = None
+    return retry_after_seconds(value, now)
 
 
 def _network_reason(exc: BaseException) -> str:

@@ -23,6 +23,7 @@ import os
 import random
 import secrets
 import socket
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import partial
 
@@ -56,6 +57,22 @@ def _owner() -> str:
     return f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+async def _forever(name: str, turn: Callable[[], Awaitable[bool]], idle: float) -> None:
+    """``turn`` again and again; ``idle`` seconds between turns that found nothing.
+    A store that cannot be reached, or a bug, costs a turn, never the worker."""
+    while True:
+        try:
+            busy = await turn()
+        except Unavailable as away:
+            log.warning("%s deferred: %s", name, away)
+            busy = False
+        except Exception:
+            log.exception("%s turn failed; trying again shortly", name)
+            busy = False
+        if not busy:
+            await asyncio.sleep(idle)
+
+
 class CalendarWriter:
     """One process's calendar writer."""
 
@@ -69,17 +86,7 @@ class CalendarWriter:
         self._lease = timedelta(seconds=3 * timeout + 10)
 
     async def run_forever(self) -> None:
-        while True:
-            try:
-                busy = await self.turn()
-            except Unavailable as away:
-                log.warning("calendar writer deferred: %s", away)
-                busy = False
-            except Exception:
-                log.exception("calendar writer turn failed; trying again shortly")
-                busy = False
-            if not busy:
-                await asyncio.sleep(self._settings.interval)
+        await _forever("calendar writer", self.turn, self._settings.interval)
 
     async def turn(self) -> bool:
         """Claim a batch, write it, record it. True when there may be more at once."""
@@ -145,17 +152,7 @@ class ProviderSync:
         self._lease = timedelta(seconds=3 * timeout + 10)
 
     async def run_forever(self) -> None:
-        while True:
-            try:
-                busy = await self.turn()
-            except Unavailable as away:
-                log.warning("provider sync deferred: %s", away)
-                busy = False
-            except Exception:
-                log.exception("provider sync turn failed; trying again shortly")
-                busy = False
-            if not busy:
-                await asyncio.sleep(self._interval)
+        await _forever("provider sync", self.turn, self._interval)
 
     async def turn(self) -> bool:
         svc = self._svc

@@ -10,7 +10,6 @@ import math
 from dataclasses import dataclass
 
 from slotward.adapters.providers.registry import load_providers
-
 from slotward.adapters.store.postgres.notify import PgSignals
 from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.adapters.store.sqlite.store import SqliteStore

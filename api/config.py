@@ -136,7 +136,10 @@ class Config:
                 env, "SLOTWARD_WEBHOOK_DISABLE_AFTER_HOURS", base.webhook_disable_after_hours
             ),
             provider_max_staleness_seconds=_float(
-                env, "SLOTWARD_PROVIDER_MAX_STALENESS", base.provider_max_staleness_seconds
+                env,
+                "SLOTWARD_PROVIDER_MAX_STALENESS",
+                base.provider_max_staleness_seconds,
+                zero=True,  # 0: every decision reads the calendars first
             ),
             provider_timeout_seconds=_float(
                 env, "SLOTWARD_PROVIDER_TIMEOUT", base.provider_timeout_seconds
@@ -259,7 +262,8 @@ def _int(env: Mapping[str, str], name: str, default: int) -> int:
         raise ConfigError(f"{name} must be an integer, got {raw!r}") from None
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, *, zero: bool = False) -> float:
+    """A positive number of seconds (``zero``: or 0) from the environment."""
     raw = env.get(name)
     if raw is None:
         return default
@@ -267,6 +271,8 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         value = float(raw)
     except ValueError:
         raise ConfigError(f"{name} must be a number, got {raw!r}") from None
+    if zero and value == 0:
+        return value
     if not 0 < value < _MAX_SECONDS:  # also refuses nan and inf
         raise ConfigError(
             f"{name} must be a positive number of seconds below {_MAX_SECONDS:g}, got {raw!r}"

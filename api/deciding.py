@@ -28,10 +28,12 @@ ROUNDS = 3
 async def deciding(svc: Services, decide: Callable[[ExternalPolicy], Awaitable[T]]) -> T:
     """``decide`` with the server's staleness rule, refreshing what it asks for."""
     policy = svc.providers.external
-    for _ in range(ROUNDS):
+    for round_ in range(1, ROUNDS + 1):
         try:
             return await decide(policy)
         except NeedsRefresh as need:
+            if round_ == ROUNDS:
+                break  # a refresh now would go unused
             policy = await svc.providers.refresh(svc, need, policy)
     raise Unavailable(
         "the attendees' calendars changed while they were being read; try again",

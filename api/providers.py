@@ -42,6 +42,7 @@ __all__ = ["ProviderHub", "password_context"]
 log = logging.getLogger("slotward.providers")
 
 _RETRY_AFTER = 5  # seconds a fail-closed claim is told to wait when the provider said nothing
+_MAX_RETRY_AFTER = 300  # a provider's own Retry-After is passed on up to this
 _COVER_TRIES = 3  # reads of one calendar for one decision, when others store theirs first
 
 
@@ -102,8 +103,14 @@ class ProviderHub:
         try:
             if provider is None:
                 raise ProviderUnreachable(f"no provider {binding.provider!r} in this server")
+            try:
+                conn = self.connection(binding)
+            except ValueError:  # sealed under a key this server no longer has
+                raise ProviderUnreachable(
+                    "the password cannot be opened: was SLOTWARD_SECRET_KEY changed?"
+                ) from None
             found = await asyncio.wait_for(
-                provider.busy(self.connection(binding), window, cursor),
+                provider.busy(conn, window, cursor),
                 timeout=self.config.settings.timeout * 3,
             )
             stored = await svc.store.write(
@@ -160,7 +167,9 @@ class ProviderHub:
                     f"the calendar of attendee {binding.attendee} could not be read "
                     f"({error}); its binding fails closed",
                     code="provider_unavailable",
-                    retry_after=_RETRY_AFTER if retry is None else max(1, math.ceil(retry)),
+                    retry_after=_RETRY_AFTER
+                    if retry is None
+                    else min(_MAX_RETRY_AFTER, max(1, math.ceil(retry))),
                 )
         return replace(policy, refreshed=frozenset(refreshed), unreachable=frozenset(unreachable))
 

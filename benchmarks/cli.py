@@ -16,7 +16,7 @@ __all__ = ["ABOUT", "add_bench_parser", "run_bench"]
 ABOUT = """\
 Measure slotward against baselines measured in the same run, and check it.
 
-    slotward bench baseline|throughput|replay|race|scale|waiters|relay
+    slotward bench baseline|throughput|replay|race|scale|waiters|relay|providers
         [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]
@@ -40,6 +40,8 @@ _COMMANDS = {
     "scale": "claim latency with many stored holds",
     "waiters": "another tenant's create latency with and without duplicates waiting (wait_ms)",
     "relay": "webhook deliveries per second against a bare client, and commit-to-delivery lag",
+    "providers": "claims on attendees bound to a local Radicale against unbound ones, and "
+    "the time to mirror a large calendar (Radicale: a dev dependency)",
 }
 
 
@@ -69,6 +71,11 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     kinds.choices["waiters"].add_argument(
         "--waiters", type=int, default=100, help="duplicates waiting meanwhile (default 100)"
     )
+    calendar = kinds.choices["providers"]
+    calendar.add_argument("--events", type=int, default=1000,
+                          help="events of the calendar mirrored (default 1000)")  # fmt: skip
+    calendar.add_argument("--series", type=int, default=50,
+                          help="of them weekly recurring series (default 50)")  # fmt: skip
 
 
 def _common(sub: argparse.ArgumentParser, name: str) -> None:
@@ -168,6 +175,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
         from slotward.benchmarks.relay import relay
 
         return relay(settings)
+    if args.bench == "providers":
+        from slotward.benchmarks.providers import providers
+
+        return providers(settings, events=args.events, series=args.series)
     if args.bench == "waiters":
         from slotward.benchmarks.waiters import waiters
 

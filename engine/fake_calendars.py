@@ -56,6 +56,8 @@ class FakeCalendars:
         stored = bindings.get(key)
         if stored is None or stored.version != expected_version:
             return False
+        if stored.updated_at != binding.updated_at:  # a re-PUT's binding: another one
+            return False
         bindings[key] = replace(
             stored,
             status=binding.status,
@@ -178,7 +180,9 @@ class FakeCalendarWrites:
         stored = self._state().calendar_writes
         for write in writes:
             old = stored.get(write.key)
-            if old is not None:  # only the mutable fields are written back, as in SQL
+            # Only the mutable fields are written back, and only to the version
+            # read, as in SQL: a newer one enqueued meanwhile stays as it is.
+            if old is not None and old.version == write.version:
                 stored[write.key] = replace(
                     old,
                     state=write.state,

@@ -72,9 +72,11 @@ class Calendars(Protocol):
 
     def store_sync(self, binding: CalendarBinding, expected_version: int) -> bool:
         """Write back the sync state of ``binding`` (status through ``sync_until``)
-        if the stored version is still ``expected_version``; False (nothing
-        written) when another read stored first or the binding is gone.
-        ``binding.version`` is the new version."""
+        if the stored version is still ``expected_version`` and the stored
+        binding is the same one (its ``updated_at``: a re-PUT makes another,
+        whose version starts again); False (nothing written) when another read
+        stored first or the binding is gone or replaced. ``binding.version`` is
+        the new version."""
         ...
 
     def claim_due(
@@ -133,8 +135,9 @@ class CalendarWrites(Protocol):
 
     def save_many(self, writes: Sequence[CalendarWrite]) -> None:
         """Write back the mutable fields (state, attempts, next attempt, claim,
-        written_at, last_error) of each, whatever its version in the store:
-        the caller read it in the same transaction."""
+        written_at, last_error) of each whose stored version is still its
+        ``version``; a row replaced by a newer version meanwhile is left as it
+        is (one statement, whatever their number)."""
         ...
 
     def counts(self, tenant: str, attendee: str) -> dict[str, int]:

@@ -23,16 +23,13 @@ credentials: errors name the status or the failure, never the request.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import json
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Final
 from urllib.parse import quote, urljoin, urlsplit
-
-import icalendar
 
 from slotward.adapters.providers.caldav_http import Answer, DavClient, Failed
 from slotward.adapters.providers.caldav_xml import (
@@ -44,7 +41,13 @@ from slotward.adapters.providers.caldav_xml import (
     query_body,
     sync_body,
 )
-from slotward.adapters.providers.ical import read_busy, render_event
+from slotward.adapters.providers.ical import (
+    Budget,
+    in_parser,
+    read_busy,
+    render_event,
+    stored_state,
+)
 from slotward.adapters.webhooks.guard import Resolve
 from slotward.engine.calendars import (
     Busy,
@@ -165,7 +168,7 @@ class CalDavProvider:
             if answer.status != 207:
                 self._sync_refused(answer)
                 return None
-            found = parse_multistatus(answer.body)
+            found = await in_parser(parse_multistatus, answer.body)
             truncated = any(r.href == own and r.status == 507 for r in found.responses)
             responses += [r for r in found.responses if r.href != own]
             if not truncated or found.sync_token in (None, token):
@@ -196,7 +199,7 @@ class CalDavProvider:
         )
         if answer.status != 207:
             raise self._unreachable(answer)
-        return parse_multistatus(answer.body)
+        return await in_parser(parse_multistatus, answer.body)
 
     # -- writes ------------------------------------------------------------------
 
@@ -226,7 +229,7 @@ class CalDavProvider:
         if found.status != 200:
             return found
         etag = found.headers.get("ETag")
-        status, sequence = _stored_state(found.body, event.uid)
+        status, sequence = await in_parser(stored_state, found.body, event.uid)
         if sequence is not None and (
             sequence > event.sequence or (sequence == event.sequence and status == event.status)
         ):
@@ -317,39 +320,20 @@ def _token_for(cursor: str | None, window: Window) -> str | None:
     return token if same and isinstance(token, str) and token else None
 
 
-def _stored_state(data: bytes, uid: str) -> tuple[str | None, int | None]:
-    """The STATUS and SEQUENCE of the event ``uid`` as stored; (None, None) if unreadable."""
-    try:
-        calendar = icalendar.Calendar.from_ical(data)
-    except ValueError:
-        return None, None
-    for component in _events(calendar):
-        if str(component.get("UID", "")) != uid or "RECURRENCE-ID" in component:
-            continue
-        try:
-            sequence = int(component.get("SEQUENCE", 0))
-        except (TypeError, ValueError):
-            sequence = 0
-        status = component.get("STATUS")
-        return (str(status).upper() if status is not None else None), sequence
-    return None, None
-
-
-def _events(calendar: icalendar.Component) -> Iterator[icalendar.Component]:
-    yield from (c for c in calendar.walk("VEVENT") if isinstance(c, icalendar.Component))
-
-
 async def _read_all(responses: Sequence[DavResponse], window: Window, timezone: str) -> list[Busy]:
     """Each member's busy time, its href the source. Parsing and expanding is CPU
     work: done in a thread, so the event loop keeps serving meanwhile."""
     members = [(r.href, r.data) for r in responses if r.data and not r.href.endswith("/")]
     if not members:
         return []
-    return await asyncio.to_thread(_parse_all, members, window, timezone)
+    return await in_parser(_parse_all, members, window, timezone)
 
 
 def _parse_all(members: Sequence[tuple[str, bytes]], window: Window, timezone: str) -> list[Busy]:
+    """Every member's blocks, under one budget: the caps are the read's, not each
+    member's (many small dense members must not add up to unbounded work)."""
+    budget = Budget()
     busy: list[Busy] = []
     for href, data in members:
-        busy += read_busy(data, window, timezone, source=href)
+        busy += read_busy(data, window, timezone, source=href, budget=budget)
     return busy

@@ -12,7 +12,6 @@ the OS's reason is kept).
 from __future__ import annotations
 
 import base64
-import email.utils
 import ipaddress
 import ssl
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from typing import Final
 
 import aiohttp
 
+from slotward.adapters.retry_after import retry_after_seconds
 from slotward.adapters.webhooks.guard import Resolve, UrlGuard
 from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.calendars import Connection, ProviderSettings
@@ -136,18 +136,7 @@ class DavClient:
         return self._session
 
     def retry_after(self, value: str | None) -> float | None:
-        if value is None:
-            return None
-        value = value.strip()
-        if value.isascii() and value.isdigit():
-            return float(int(value)) if len(value) <= 9 else 1e9
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:
-            return None
-        return max(0.0, (when - self._clock.now()).total_seconds())
+        return retry_after_seconds(value, self._clock.now())
 
     async def close(self) -> None:
         """Close the pool; a later call opens a new one."""

@@ -30,11 +30,14 @@ capped (:data:`MAX_INSTANCES`). icalendar opens no network connection.
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 import icalendar
@@ -43,7 +46,17 @@ from icalendar.timezone import tzp
 
 from slotward.engine.calendars import Busy, CalendarEvent, CalendarInvalid, Window
 
-__all__ = ["MAX_BYTES", "MAX_INSTANCES", "MAX_STEPS", "PRODID", "read_busy", "render_event"]
+__all__ = [
+    "MAX_BYTES",
+    "MAX_INSTANCES",
+    "MAX_STEPS",
+    "PRODID",
+    "Budget",
+    "in_parser",
+    "read_busy",
+    "render_event",
+    "stored_state",
+]
 
 MAX_BYTES: Final = 10 * 1024 * 1024
 MAX_INSTANCES: Final = 50_000
@@ -68,7 +81,33 @@ _DAY_PARTS: Final = ("BYDAY", "BYMONTHDAY", "BYYEARDAY", "BYWEEKNO", "BYMONTH")
 _TIME_PARTS: Final = (("BYHOUR", 3600), ("BYMINUTE", 60), ("BYSECOND", 1))
 _WIDEN: Final = timedelta(days=2)  # floating and all-day times are up to 26 h off UTC
 
+T = TypeVar("T")
 _LOCK = threading.Lock()
+# Calendars are parsed on threads of their own, not the default executor that
+# other work of the server (key checks) shares: a slow hostile calendar must
+# not make requests wait. One at a time would do (_LOCK serializes the parses);
+# a second thread reads files meanwhile.
+_PARSERS = concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="ical")
+
+
+@dataclass
+class Budget:
+    """What one read of a calendar may still spend, across all its resources.
+
+    A CalDAV read parses each resource (member) of a collection apart: with a
+    budget per resource, many small dense ones would add up to unbounded
+    work. Every :func:`read_busy` call of one read takes from the same budget.
+    """
+
+    instances: int = MAX_INSTANCES
+    steps: int = MAX_STEPS
+
+
+async def in_parser(fn: Callable[..., T], *args: Any) -> T:
+    """Run ``fn(*args)`` (a parse, a file read) on the calendar threads, off the loop."""
+    return await asyncio.get_running_loop().run_in_executor(_PARSERS, fn, *args)
+
+
 # What icalendar and recurring-ical-events raise on data they cannot read: given
 # hostile data, a library may fail in any of these ways, and each means the same.
 _UNREADABLE: Final = (
@@ -84,15 +123,23 @@ _UNREADABLE: Final = (
 
 
 def read_busy(
-    data: bytes, window: Window, timezone: str, *, source: str | None = None
+    data: bytes,
+    window: Window,
+    timezone: str,
+    *,
+    source: str | None = None,
+    budget: Budget | None = None,
 ) -> list[Busy]:
     """The blocking instances of ``data``'s events overlapping ``window``, in UTC.
 
     ``timezone`` (an IANA name) reads all-day and floating times. ``source`` is
     every block's source; None: each block's source is its event's UID.
     Raises :class:`CalendarInvalid` for data that does not parse, an unknown
-    TZID, or data or a recurrence past the caps. Sorted by start, then UID.
+    TZID, or data or a recurrence past the caps (``budget``: the caps left to
+    the read this call is part of; None: a read of its own). Sorted by start,
+    then UID.
     """
+    budget = budget if budget is not None else Budget()
     if len(data) > MAX_BYTES:
         raise CalendarInvalid(f"the calendar is larger than {MAX_BYTES} bytes")
     zone = _zone(timezone)
@@ -103,8 +150,8 @@ def read_busy(
         try:
             calendar = _parse(data)
             events = list(calendar.walk("VEVENT"))
-            _check(calendar, events, window)
-            found = _expand(calendar, window, zone, source)
+            _check(calendar, events, window, budget)
+            found = _expand(calendar, window, zone, source, budget)
         finally:
             tzp.use_zoneinfo()
     return sorted(found, key=lambda b: (b.start, b.end, b.uid, b.source))
@@ -127,6 +174,36 @@ def render_event(event: CalendarEvent, stamp: datetime) -> bytes:
     vevent.add("TRANSP", "OPAQUE")
     calendar.add_component(vevent)
     return bytes(calendar.to_ical())
+
+
+def stored_state(data: bytes, uid: str) -> tuple[str | None, int | None]:
+    """The STATUS and SEQUENCE of the event ``uid`` in ``data`` (a calendar resource
+    as a server stores it); (None, None) when unreadable or not there."""
+    if len(data) > MAX_BYTES:
+        return None, None
+    with _LOCK, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tzp.use_zoneinfo()
+        try:
+            calendar = icalendar.Calendar.from_ical(data)
+            return _state_of(calendar, uid)
+        except _UNREADABLE:
+            return None, None
+        finally:
+            tzp.use_zoneinfo()
+
+
+def _state_of(calendar: Any, uid: str) -> tuple[str | None, int | None]:
+    for component in calendar.walk("VEVENT"):
+        if str(component.get("UID", "")) != uid or "RECURRENCE-ID" in component:
+            continue
+        try:
+            sequence = int(component.get("SEQUENCE", 0))
+        except (TypeError, ValueError):
+            sequence = 0
+        status = component.get("STATUS")
+        return (str(status).upper() if status is not None else None), sequence
+    return None, None
 
 
 # -- parsing and checks ------------------------------------------------------------
@@ -153,7 +230,7 @@ def _parse(data: bytes) -> icalendar.Calendar:
     return parsed
 
 
-def _check(calendar: icalendar.Calendar, events: list[Any], window: Window) -> None:
+def _check(calendar: icalendar.Calendar, events: list[Any], window: Window, budget: Budget) -> None:
     """Refuse what would be read wrong (broken properties, unknown TZIDs) or too slowly."""
     for component in calendar.walk():
         if component.errors and component.name in ("VEVENT", "VTIMEZONE", "STANDARD", "DAYLIGHT"):
@@ -170,11 +247,12 @@ def _check(calendar: icalendar.Calendar, events: list[Any], window: Window) -> N
                 "in the calendar (VTIMEZONE) nor a known time zone name"
             )
         steps += _steps(event, window)
-        if steps > MAX_STEPS:
+        if steps > budget.steps:
             raise CalendarInvalid(
                 "the recurrences of the calendar are too dense to expand "
                 f"(at event {_uid(event)!r})"
             )
+    budget.steps -= steps
 
 
 def _unresolved_tzids(event: Any) -> Iterator[str]:
@@ -229,10 +307,13 @@ def _steps(event: Any, window: Window) -> int:
 
 
 def _expand(
-    calendar: icalendar.Calendar, window: Window, zone: ZoneInfo, source: str | None
+    calendar: icalendar.Calendar,
+    window: Window,
+    zone: ZoneInfo,
+    source: str | None,
+    budget: Budget,
 ) -> list[Busy]:
     found: list[Busy] = []
-    seen = 0
     try:
         query = recurring_ical_events.of(calendar)
         # Widened: the library compares floating and all-day times in its own way;
@@ -242,10 +323,11 @@ def _expand(
         # are all made (``between`` would make every one first).
         for series in query.series:
             for occurrence in series.between(start, end):
-                seen += 1
-                if seen > MAX_INSTANCES:
+                budget.instances -= 1
+                if budget.instances < 0:
                     raise CalendarInvalid(
-                        f"the calendar has more than {MAX_INSTANCES} events in the window"
+                        f"the calendar has too many events in the window (at most "
+                        f"{MAX_INSTANCES} in one read)"
                     )
                 block = _block(occurrence.as_component(False), window, zone, source)
                 if block is not None:

@@ -23,12 +23,12 @@ its path (a private feed's token), its query or its userinfo.
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import ipaddress
 import json
 import os
 import ssl
+import stat
 from dataclasses import asdict, dataclass
 from datetime import UTC
 from typing import Final
@@ -36,7 +36,8 @@ from urllib.parse import unquote, urljoin, urlsplit
 
 import aiohttp
 
-from slotward.adapters.providers.ical import MAX_BYTES, read_busy
+from slotward.adapters.providers.ical import MAX_BYTES, in_parser, read_busy
+from slotward.adapters.retry_after import retry_after_seconds
 from slotward.adapters.webhooks.guard import Resolve, UrlGuard
 from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.calendars import (
@@ -214,7 +215,7 @@ class IcsProvider:
         path = _file_path(conn.url)
         known = None if previous is None else (previous.mtime_ns, previous.size)
         try:
-            stamp, body = await asyncio.to_thread(_read_local, path, known)
+            stamp, body = await in_parser(_read_local, path, known)
         except OSError as exc:
             raise ProviderUnreachable(f"the file cannot be read: {exc.strerror or exc}") from None
         if body is None:
@@ -227,7 +228,7 @@ class IcsProvider:
         self, body: bytes, window: Window, conn: Connection, cursor: _Cursor
     ) -> BusyRead:
         # Parsing and expanding is CPU work of up to seconds: not on the event loop.
-        busy = await asyncio.to_thread(read_busy, body, window, conn.timezone)
+        busy = await in_parser(read_busy, body, window, conn.timezone)
         return BusyRead(full=True, busy=tuple(busy), cursor=cursor.dump())
 
 
@@ -237,9 +238,16 @@ class IcsProvider:
 def _read_local(
     path: str, known: tuple[int | None, int | None] | None
 ) -> tuple[tuple[int, int], bytes | None]:
-    """The file's (mtime_ns, size), and its bytes unless they are ``known`` (None then)."""
-    with open(path, "rb") as file:
+    """The file's (mtime_ns, size), and its bytes unless they are ``known`` (None then).
+
+    Opened without blocking and read only if it is a regular file: a FIFO or a
+    device would keep a calendar thread waiting for ever.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    with open(fd, "rb") as file:
         status = os.fstat(file.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise CalendarInvalid("the file URL names no regular file")
         stamp = (status.st_mtime_ns, status.st_size)
         if known == stamp:
             return stamp, None
@@ -292,17 +300,11 @@ def _status_error(shown: str, response: aiohttp.ClientResponse) -> ProviderUnrea
 
 def _retry_after(value: str | None, date: str | None) -> float | None:
     """Delta seconds, or an HTTP-date less the response's own Date; None if neither."""
-    if value is None:
-        return None
-    value = value.strip()
-    if value.isascii() and value.isdigit():
-        return float(int(value)) if len(value) <= 9 else 1e9
     try:
-        when = email.utils.parsedate_to_datetime(value)
         now = email.utils.parsedate_to_datetime(date or "")
     except (TypeError, ValueError, IndexError):
-        return None
-    return max(0.0, (when - now).total_seconds())
+        now = None
+    return retry_after_seconds(value, now)
 
 
 def _network_reason(exc: BaseException) -> str:

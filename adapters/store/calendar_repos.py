@@ -67,6 +67,8 @@ _STORE_SYNC = (
         _b.tenant == bindparam("w_tenant"),
         _b.attendee == bindparam("w_attendee"),
         _b.version == bindparam("w_version"),
+        # The same binding, not a re-PUT's (which starts afresh, version and all).
+        _b.updated_us == bindparam("w_updated"),
     )
     .values({name: bindparam(f"v_{name}") for name in _SYNC_STATE})
 )
@@ -174,6 +176,7 @@ class SqlCalendars:
             "w_tenant": binding.tenant,
             "w_attendee": binding.attendee,
             "w_version": expected_version,
+            "w_updated": values["updated_us"],
             **{f"v_{name}": values[name] for name in _SYNC_STATE},
         }
         return self._db.write(_STORE_SYNC, params) == 1

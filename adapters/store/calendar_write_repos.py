@@ -84,9 +84,10 @@ _WRITES_OF = (
     )
     .order_by(_w.hold_id, _w.attendee)
 )
+# Only the version that was read: a newer one enqueued meanwhile stays as it is.
 _WRITE_SAVE = (
     update(t.calendar_writes)
-    .where(*_WRITE_WHERE)
+    .where(*_WRITE_WHERE, _w.version == bindparam("w_version"))
     .values({name: bindparam(f"v_{name}") for name in _WRITE_MUTABLE})
 )
 _WRITE_COUNTS = (
@@ -208,7 +209,8 @@ class SqlCalendarWrites:
         saved = []
         for w in writes:
             values = _write_values(w)
-            saved.append(_where(w.key) | {f"v_{k}": values[k] for k in _WRITE_MUTABLE})
+            row = _where(w.key) | {"w_version": w.version}
+            saved.append(row | {f"v_{k}": values[k] for k in _WRITE_MUTABLE})
         if saved:
             self._db.put(_WRITE_SAVE, saved)
 

@@ -13,7 +13,6 @@ it names what went wrong and never a header value, a secret or the body.
 
 from __future__ import annotations
 
-import email.utils
 import ipaddress
 import ssl
 from collections.abc import Mapping
@@ -23,6 +22,7 @@ from urllib.parse import urlsplit
 import aiohttp
 from multidict import CIMultiDict
 
+from slotward.adapters.retry_after import retry_after_seconds
 from slotward.adapters.webhooks.guard import Resolve, UrlGuard
 from slotward.adapters.webhooks.resolver import GuardedResolver, RefusedAddress
 from slotward.engine.clock import SystemClock
@@ -140,19 +140,7 @@ class WebhookSender:
         return Outcome(status, f"HTTP {status}", retry_after)
 
     def _retry_after(self, value: str | None) -> float | None:
-        """Delta seconds or an HTTP-date, as seconds from now; None if neither."""
-        if value is None:
-            return None
-        value = value.strip()
-        if value.isascii() and value.isdigit():
-            return float(int(value)) if len(value) <= 9 else 1e9
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError, IndexError):
-            return None
-        if when.tzinfo is None:  # "-0000": UTC by RFC 5322
-            return None
-        return max(0.0, (when - self._clock.now()).total_seconds())
+        return retry_after_seconds(value, self._clock.now())
 
 
 async def _drain(response: aiohttp.ClientResponse) -> None:

@@ -23,6 +23,7 @@ import os
 import random
 import secrets
 import socket
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from functools import partial
 
@@ -38,8 +39,11 @@ __all__ = ["CalendarWriter", "ProviderSync", "writable_providers"]
 
 log = logging.getLogger("slotward.providers")
 
-BATCH = 64  # writes (or bindings) claimed per turn
-IN_FLIGHT = 16  # calendar requests at once per worker
+# Writes (or bindings) claimed per turn, all sent at once: each starts as it is
+# claimed, so its lease (three requests' timeouts plus 10 s) outlives it. A
+# claim waiting behind others could outlive its lease, and another process
+# could write a newer state before this one wrote the older.
+BATCH = 16
 
 
 def writable_providers(svc: Services) -> list[str]:
@@ -53,6 +57,22 @@ def _owner() -> str:
     return f"{socket.gethostname()[:24]}:{os.getpid()}:{secrets.token_hex(4)}"
 
 
+async def _forever(name: str, turn: Callable[[], Awaitable[bool]], idle: float) -> None:
+    """``turn`` again and again; ``idle`` seconds between turns that found nothing.
+    A store that cannot be reached, or a bug, costs a turn, never the worker."""
+    while True:
+        try:
+            busy = await turn()
+        except Unavailable as away:
+            log.warning("%s deferred: %s", name, away)
+            busy = False
+        except Exception:
+            log.exception("%s turn failed; trying again shortly", name)
+            busy = False
+        if not busy:
+            await asyncio.sleep(idle)
+
+
 class CalendarWriter:
     """One process's calendar writer."""
 
@@ -61,23 +81,12 @@ class CalendarWriter:
         self._settings = settings
         self.owner = _owner()
         self._rand = random.Random()
-        self._gate = asyncio.Semaphore(IN_FLIGHT)
         timeout = svc.providers.config.settings.timeout
         # A put may reconcile (a GET and a second PUT): the claim outlives three requests.
         self._lease = timedelta(seconds=3 * timeout + 10)
 
     async def run_forever(self) -> None:
-        while True:
-            try:
-                busy = await self.turn()
-            except Unavailable as away:
-                log.warning("calendar writer deferred: %s", away)
-                busy = False
-            except Exception:
-                log.exception("calendar writer turn failed; trying again shortly")
-                busy = False
-            if not busy:
-                await asyncio.sleep(self._settings.interval)
+        await _forever("calendar writer", self.turn, self._settings.interval)
 
     async def turn(self) -> bool:
         """Claim a batch, write it, record it. True when there may be more at once."""
@@ -88,7 +97,8 @@ class CalendarWriter:
         )  # fmt: skip
         if not claimed:
             return False
-        results = await asyncio.gather(*(self._write(w, b) for w, b in claimed))
+        sent = await asyncio.gather(*(self._write(w, b) for w, b in claimed))
+        results = [r for r in sent if r is not None]
         done = await svc.store.write(
             partial(record_writes, clock=svc.clock, owner=self.owner, results=results,
                     settings=self._settings, rand=self._rand.random)
@@ -96,11 +106,12 @@ class CalendarWriter:
         svc.metrics.calendar_writes(done.written, done.failed, done.dead)
         return len(claimed) == BATCH or done.superseded > 0
 
-    async def _write(self, write: CalendarWrite, binding: CalendarBinding) -> WriteResult:
+    async def _write(self, write: CalendarWrite, binding: CalendarBinding) -> WriteResult | None:
         svc = self._svc
         at = svc.clock.now()
-        async with self._gate:
-            outcome = await self._send(write, binding)
+        if write.claim_until is not None and write.claim_until <= at:
+            return None  # the claim ran out (a stalled turn): another writer may have it
+        outcome = await self._send(write, binding)
         if not outcome.ok:
             log.info(
                 "calendar write failed",
@@ -137,22 +148,11 @@ class ProviderSync:
         self._svc = svc
         self._interval = interval  # how often an idle worker looks for due bindings
         self.owner = _owner()
-        self._gate = asyncio.Semaphore(IN_FLIGHT)
         timeout = svc.providers.config.settings.timeout
         self._lease = timedelta(seconds=3 * timeout + 10)
 
     async def run_forever(self) -> None:
-        while True:
-            try:
-                busy = await self.turn()
-            except Unavailable as away:
-                log.warning("provider sync deferred: %s", away)
-                busy = False
-            except Exception:
-                log.exception("provider sync turn failed; trying again shortly")
-                busy = False
-            if not busy:
-                await asyncio.sleep(self._interval)
+        await _forever("provider sync", self.turn, self._interval)
 
     async def turn(self) -> bool:
         svc = self._svc
@@ -166,6 +166,5 @@ class ProviderSync:
         return len(due) == BATCH
 
     async def _read(self, binding: CalendarBinding) -> None:
-        async with self._gate:
-            with contextlib.suppress(Unavailable):  # the store: the claim runs out, read again
-                await self._svc.providers.read(self._svc, binding)
+        with contextlib.suppress(Unavailable):  # the store: the claim runs out, read again
+            await self._svc.providers.read(self._svc, binding)

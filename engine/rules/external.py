@@ -21,6 +21,7 @@ from slotward.engine.calendars import BusyBlock, CalendarBinding, Window
 from slotward.engine.rules.timenorm import format_instant
 
 __all__ = [
+    "LOOKBACK",
     "ExternalPolicy",
     "ExternalView",
     "NeedsRefresh",
@@ -75,13 +76,19 @@ class ExternalView:
 def needs_refresh(
     binding: CalendarBinding, start: datetime, end: datetime, now: datetime, policy: ExternalPolicy
 ) -> bool:
-    """Whether ``binding`` must be read again before deciding on ``[start, end)``."""
-    if binding.attendee in policy.refreshed or binding.attendee in policy.unreachable:
+    """Whether ``binding`` must be read again before deciding on ``[start, end)``.
+
+    One this call refreshed is taken however old, but still only if its mirror
+    covers the span: a refresh that lost its race to another read keeps that
+    read's window, which may not reach a claim beyond the horizon.
+    """
+    if binding.attendee in policy.unreachable:
         return False
-    if binding.status != "ok" or binding.synced_at is None:
-        return True
-    if now - binding.synced_at > policy.max_staleness:
-        return True
+    if binding.attendee not in policy.refreshed:
+        if binding.status != "ok" or binding.synced_at is None:
+            return True
+        if now - binding.synced_at > policy.max_staleness:
+            return True
     covers_from, covers_until = binding.covers_from, binding.covers_until
     return covers_from is None or covers_until is None or start < covers_from or end > covers_until
 

@@ -108,9 +108,12 @@ def put_binding(
 
     When the adapter writes (``writes``), each live hold of the attendee is
     queued for the new calendar, so a calendar bound after the fact shows the
-    holds placed before it. The attendee's earlier writes are dropped first: they
-    were for the old calendar, and a write already delivered there would hide
-    the same write from the new one (a write of an equal version is ignored).
+    holds placed before it. When the calendar changes (another provider or URL),
+    the attendee's earlier writes are dropped first: they were for the old
+    calendar, and a write already delivered there would hide the same write
+    from the new one (a write of an equal version is ignored). The same
+    calendar bound again (a new password, a key rotation, another policy)
+    keeps them: a delete or a commit still waiting to be written is not lost.
     """
     tenant = principal.tenant
     with uow:
@@ -128,7 +131,8 @@ def put_binding(
             created_at=now if old is None else old.created_at, updated_at=now,
         )  # fmt: skip
         uow.calendars.put(binding)
-        uow.calendar_writes.remove_for_attendee(tenant, attendee)
+        if old is None or (old.provider, old.url) != (binding.provider, binding.url):
+            uow.calendar_writes.remove_for_attendee(tenant, attendee)
         if writes:
             _backfill(uow, binding, now)
         audit(uow, tenant, principal.agent_id, now, "calendar.bind", attendee, None, "bound",

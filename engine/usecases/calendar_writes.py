@@ -140,11 +140,15 @@ def record_writes(
     that version (its claim cleared, due now). A failure waits by the relay's
     schedule; past its last attempt the write is dead.
 
-    No tenant lock: the writes are the calendars' copies of decisions already
-    made; nothing of a tenant's decisions or chain reads them.
+    The results' tenants are locked first, in order, as the relay's fan-out
+    locks its events' tenants: a newer version enqueued between this read and
+    this save (PostgreSQL reads committed data) would otherwise be saved as
+    delivered when only the older one was written.
     """
     done = WritesRecorded()
     with uow:
+        for tenant in sorted({r.key[0] for r in results}):
+            uow.lock_tenant(tenant)
         now = clock.now()
         found = {w.key: w for w in uow.calendar_writes.get_many([r.key for r in results])}
         moved = []

@@ -23,7 +23,7 @@ from slotward.engine.calendars import (
 )
 from slotward.engine.ports import Clock, UnitOfWork
 from slotward.engine.rules.calendar_events import is_own
-from slotward.engine.rules.external import ExternalPolicy, sync_window
+from slotward.engine.rules.external import LOOKBACK, ExternalPolicy, sync_window
 
 __all__ = [
     "MAX_BACKOFF",
@@ -42,14 +42,25 @@ def read_window(
 ) -> Window:
     """The window a read of ``binding`` covers.
 
-    The binding's current one while it still reaches within a day of the
-    horizon and covers ``need``: adapters read incrementally only within the
-    window their cursor was made for, so it moves once a day, not on every read.
-    Otherwise a day ago to a day past the horizon (or to ``need``'s end).
+    The binding's current one while it still fits: it covers ``need``, began
+    about a day ago at most, reaches within a day of the horizon and no
+    further than two days past it (or than ``need``, a claim beyond the
+    horizon). Adapters read incrementally only within the window their cursor
+    was made for, so it moves about once a day, not on every read; a window a
+    far claim stretched shrinks back on the next read that does not need it.
+    Otherwise: a day ago to a day past the horizon, or to ``need``'s end.
     """
     start, until = binding.covers_from, binding.covers_until
-    if start is not None and until is not None and until >= now + policy.horizon - _SLACK:  # noqa: SIM102
-        if need is None or (start <= need.start and need.end <= until):
+    if start is not None and until is not None:
+        longest = now + policy.horizon + 2 * _SLACK
+        if need is not None:
+            longest = max(longest, need.end)
+        fits = (
+            start >= now - LOOKBACK - _SLACK
+            and now + policy.horizon - _SLACK <= until <= longest
+            and (need is None or (start <= need.start and need.end <= until))
+        )
+        if fits:
             return Window(start, until)
     return sync_window(now, policy.horizon + _SLACK, None if need is None else need.end)
 

@@ -146,9 +146,8 @@ def test_get_many_reads_the_keys_that_exist_and_no_others(db: Db) -> None:
     assert db.look(lambda uow: uow.calendar_writes.get_many([])) == []
 
 
-def test_save_many_writes_back_the_mutable_fields_whatever_the_version(db: Db) -> None:
+def test_save_many_writes_back_the_mutable_fields_of_the_version_read(db: Db) -> None:
     _enqueue(db, write(), write("hold_2"))
-    _enqueue(db, write(version=2))
     done = replace(
         write(version=1, summary="not written back", start=at(0)),
         state="delivered", attempts=3, next_attempt_at=at(7), claim_owner=None,
@@ -158,12 +157,22 @@ def test_save_many_writes_back_the_mutable_fields_whatever_the_version(db: Db) -
                     claim_until=at(5), last_error="timeout")  # fmt: skip
     _save(db, done, retry, write("hold_gone"))
     assert _get(db) == replace(
-        write(version=2),
+        write(version=1),
         state="delivered", attempts=3, next_attempt_at=at(7), written_at=at(6),
         last_error="was 503",
     )  # fmt: skip
     assert _get(db, ("acme", "hold_2", "att_a")) == retry
     assert _get(db, ("acme", "hold_gone", "att_a")) is None
+
+
+def test_save_many_leaves_a_row_a_newer_version_replaced(db: Db) -> None:
+    """A writer records version 1 while the relay has queued version 2 (a delete
+    after a release): the newer state must not be marked written."""
+    _enqueue(db, write())
+    _enqueue(db, write(version=2, action="delete", status=None))
+    done = replace(write(version=1), state="delivered", written_at=at(6), attempts=1)
+    _save(db, done)
+    assert _get(db) == write(version=2, action="delete", status=None)
 
 
 def test_counts_are_the_attendees_writes_by_state(db: Db) -> None:

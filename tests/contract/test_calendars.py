@@ -120,6 +120,15 @@ def test_store_sync_writes_nothing_when_another_read_stored_first(db: Db) -> Non
     assert _get(db) == first
 
 
+def test_store_sync_of_a_binding_replaced_meanwhile_stores_nothing(db: Db) -> None:
+    """A read of the old calendar still in flight when the admin binds another one
+    (whose version starts again at 0) must not land in the new binding."""
+    _put(db, binding())
+    _put(db, binding(url="https://elsewhere.example.com/", updated_at=at(1)))
+    assert not db.commit(lambda uow: uow.calendars.store_sync(_synced(binding(), 1), 0))
+    assert _get(db) == binding(url="https://elsewhere.example.com/", updated_at=at(1))
+
+
 def test_store_sync_of_a_binding_gone_is_false_and_stores_nothing(db: Db) -> None:
     assert not db.commit(lambda uow: uow.calendars.store_sync(_synced(binding(), 1), 0))
     assert _get(db) is None

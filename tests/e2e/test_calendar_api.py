@@ -265,6 +265,10 @@ async def test_the_password_is_sealed_never_answered_never_logged_and_survives_a
             with pytest.raises(ValueError, match="sealed under key") as caught:
                 without_old.providers.connection(stored)
             assert PASSWORD not in str(caught.value)
+            # A read of that binding fails as the binding's, with an error saying why.
+            failed = await without_old.providers.read_now(without_old, stored)
+            assert failed.status == "error"
+            assert "SLOTWARD_SECRET_KEY" in (failed.error or "")
         finally:
             await without_old.providers.close()
             await without_old.store.close()

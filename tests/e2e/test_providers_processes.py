@@ -257,11 +257,6 @@ async def test_a_plugin_calendar_gets_the_holds_and_blocks_claims(
         assert set(events) == {"dentist-4@example.com"}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="api/config.py _float refuses 0 (positive numbers only), so the environment "
-    "cannot set SLOTWARD_PROVIDER_MAX_STALENESS=0, which Config.providers() allows",
-)
 async def test_serve_takes_a_staleness_bound_of_zero_from_the_environment(
     tmp_path: Path, sqlite_template: Path
 ) -> None:

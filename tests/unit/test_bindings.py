@@ -208,6 +208,19 @@ def test_binding_again_replaces_the_binding_and_queues_the_holds_for_the_new_cal
     assert world.actions() == [("calendar.bind", "bound"), ("calendar.bind", "bound")]
 
 
+def test_binding_the_same_calendar_again_keeps_the_writes_still_to_make(world: World) -> None:
+    """A new password, a key rotation, another policy: a delete still waiting to
+    be written (the calendar was down when the hold was released) is not lost."""
+    hold = world.place("2030-10-02T10:00:00Z")
+    world.bind()
+    key = ("acme", hold["id"], ALEX_ID)
+    waiting = replace(world.state.calendar_writes[key], action="delete", status=None, version=2)
+    world.state.calendar_writes[key] = waiting
+    world.clock.advance(60)
+    world.bind()  # the same calendar
+    assert world.state.calendar_writes[key] == waiting
+
+
 def test_unbinding_drops_the_binding_and_its_writes(world: World) -> None:
     world.place("2030-10-02T10:00:00Z")
     world.bind()

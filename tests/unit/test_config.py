@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from slotward.api.config import Config
@@ -67,3 +69,36 @@ def test_store_waits_are_read_and_bounded() -> None:
             Config.from_env(env).policy()
         assert refused.value.code == "invalid_config"
     assert Config.from_env({"SLOTWARD_STORE_TIMEOUT": "0.5"}).waits().statement_seconds == 30
+
+
+def test_the_provider_settings_read_from_the_environment() -> None:
+    env = {
+        "SLOTWARD_PROVIDER_MAX_STALENESS": "0",  # every decision reads the calendars first
+        "SLOTWARD_PROVIDER_TIMEOUT": "2.5",
+        "SLOTWARD_PROVIDER_HORIZON_DAYS": "30",
+        "SLOTWARD_PROVIDER_SYNC_INTERVAL": "5",
+    }
+    found = Config.from_env(env).providers()
+    assert found.external.max_staleness == timedelta(0)
+    assert found.external.horizon == timedelta(days=30)
+    assert found.settings.timeout == 2.5
+    assert found.sync_interval == timedelta(seconds=5)
+    defaults = Config.from_env({}).providers()
+    assert defaults.external.max_staleness == timedelta(seconds=60)
+    assert defaults.settings.allow_private_urls is False
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("SLOTWARD_PROVIDER_MAX_STALENESS", "-1"),
+        ("SLOTWARD_PROVIDER_MAX_STALENESS", "nan"),
+        ("SLOTWARD_PROVIDER_TIMEOUT", "0"),
+        ("SLOTWARD_PROVIDER_TIMEOUT", "500"),
+        ("SLOTWARD_PROVIDER_HORIZON_DAYS", "0"),
+        ("SLOTWARD_PROVIDER_SYNC_INTERVAL", "0"),
+    ],
+)
+def test_a_provider_setting_out_of_range_is_refused(name: str, value: str) -> None:
+    with pytest.raises(ConfigError):
+        Config.from_env({name: value}).providers()

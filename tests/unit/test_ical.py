@@ -16,7 +16,13 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from slotward.adapters.providers.ical import MAX_BYTES, read_busy, render_event
+from slotward.adapters.providers.ical import (
+    MAX_BYTES,
+    MAX_INSTANCES,
+    Budget,
+    read_busy,
+    render_event,
+)
 from slotward.engine.calendars import Busy, CalendarEvent, CalendarInvalid, Window
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "ics"
@@ -335,9 +341,28 @@ def test_too_many_instances_in_the_window_are_refused_fast() -> None:
     )
     started = time.perf_counter()
     sixty_days = Window(z(2030, 3, 18), z(2030, 5, 17))  # 84,960 minutes
-    with pytest.raises(CalendarInvalid, match="more than"):
+    with pytest.raises(CalendarInvalid, match="too many events"):
         read_busy(data, sixty_days, "UTC")
     assert time.perf_counter() - started < 10
+
+
+def test_the_caps_hold_for_a_whole_read_not_each_resource_of_it() -> None:
+    """A CalDAV collection is parsed resource by resource: many small dense
+    resources must not each get the caps anew."""
+    hourly = calendar(
+        event("h", "DTSTART:20300318T000000Z", "DTEND:20300318T000100Z", "RRULE:FREQ=HOURLY")
+    )
+    two_days = Window(z(2030, 3, 18), z(2030, 3, 20))  # 48 instances per resource
+    alone = Budget()
+    read_busy(hourly, two_days, "UTC", budget=alone)
+    spent = MAX_INSTANCES - alone.instances  # the expansion looks a little past the window
+    assert spent >= 48
+    budget = Budget(instances=2 * spent + spent // 2)
+    assert len(read_busy(hourly, two_days, "UTC", source="/a.ics", budget=budget)) == 48
+    assert len(read_busy(hourly, two_days, "UTC", source="/b.ics", budget=budget)) == 48
+    with pytest.raises(CalendarInvalid, match="too many events"):
+        read_busy(hourly, two_days, "UTC", source="/c.ics", budget=budget)
+    assert Budget().instances == MAX_INSTANCES  # a read of its own starts afresh
 
 
 @pytest.mark.parametrize(

@@ -43,6 +43,7 @@ log = logging.getLogger("slotward.providers")
 
 _RETRY_AFTER = 5  # seconds a fail-closed claim is told to wait when the provider said nothing
 _MAX_RETRY_AFTER = 300  # a provider's own Retry-After is passed on up to this
+_COVER_TRIES = 3  # reads of one calendar for one decision, when others store theirs first
 
 
 def password_context(tenant: str, attendee: str) -> str:
@@ -92,6 +93,12 @@ class ProviderHub:
         started = svc.clock.now()
         window = read_window(binding, started, self.external, need)
         interval = self.config.sync_interval
+        # A cursor tells what changed within the window it was made for: another
+        # window is read whole. Handed on, an adapter that keeps no window in its
+        # cursor answered "unchanged" for a wider window, and the busy time beyond
+        # the old one never reached the mirror the decision then trusted.
+        same = (binding.covers_from, binding.covers_until) == (window.start, window.end)
+        cursor = binding.cursor if same else None
         error: ProviderError | None = None
         try:
             if provider is None:
@@ -103,7 +110,7 @@ class ProviderHub:
                     "the password cannot be opened: was SLOTWARD_SECRET_KEY changed?"
                 ) from None
             found = await asyncio.wait_for(
-                provider.busy(conn, window, binding.cursor),
+                provider.busy(conn, window, cursor),
                 timeout=self.config.settings.timeout * 3,
             )
             stored = await svc.store.write(
@@ -146,7 +153,8 @@ class ProviderHub:
         Raises 503 ``provider_unavailable`` when a calendar could not be read
         and its binding fails closed.
         """
-        reads = await asyncio.gather(*(self.read(svc, b, need.window) for b in need.bindings))
+        reads = await asyncio.gather(*(self._read_covering(svc, b, need.window)
+                                       for b in need.bindings))  # fmt: skip
         refreshed, unreachable = set(policy.refreshed), set(policy.unreachable)
         for binding, (_, error) in zip(need.bindings, reads, strict=True):
             if error is None:
@@ -165,12 +173,35 @@ class ProviderHub:
                 )
         return replace(policy, refreshed=frozenset(refreshed), unreachable=frozenset(unreachable))
 
+    async def _read_covering(
+        self, svc: Services, binding: CalendarBinding, need: Window
+    ) -> tuple[CalendarBinding, ProviderError | None]:
+        """Read ``binding`` until its mirror covers ``need`` (a few tries).
+
+        A read that lost the race to another (the sync worker's, over the
+        mirror's narrower window) takes the winner's outcome: that mirror may
+        not reach the decision's span, and deciding on it would miss busy time
+        beyond it. So read again from the winner; a calendar that never comes
+        to cover the span is an error (503 under fail_closed), never a guess.
+        """
+        stored, error = binding, None
+        for _ in range(_COVER_TRIES):
+            stored, error = await self.read(svc, stored, need)
+            if error is not None or _covers(stored, need):
+                return stored, error
+        return stored, ProviderUnreachable("the calendar was read by others meanwhile; try again")
+
     async def close(self) -> None:
         for provider in self._providers.values():
             try:
                 await provider.close()
             except Exception:  # a plugin's close must not stop the server's
                 log.exception("closing provider %s failed", provider.name)
+
+
+def _covers(binding: CalendarBinding, window: Window) -> bool:
+    start, until = binding.covers_from, binding.covers_until
+    return start is not None and until is not None and start <= window.start and window.end <= until
 
 
 def _current(uow: UnitOfWork, binding: CalendarBinding) -> CalendarBinding | None:

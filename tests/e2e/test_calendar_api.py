@@ -266,7 +266,8 @@ async def test_the_password_is_sealed_never_answered_never_logged_and_survives_a
                 without_old.providers.connection(stored)
             assert PASSWORD not in str(caught.value)
             # A read of that binding fails as the binding's, with an error saying why.
-            failed = await without_old.providers.read_now(without_old, stored)
+            current = await without_old.store.read(lambda uow: _get(uow, "acme", attendee))
+            failed = await without_old.providers.read_now(without_old, current)
             assert failed.status == "error"
             assert "SLOTWARD_SECRET_KEY" in (failed.error or "")
         finally:

@@ -188,6 +188,41 @@ async def test_an_unreadable_calendar_still_binds_and_says_why(server: Server) -
     assert sync["error_at"] == "2030-10-01T09:00:00Z"
 
 
+MARS = (
+    "BEGIN:VCALENDAR\r\nVERSION:2.0\r\nPRODID:-//test//EN\r\nBEGIN:VEVENT\r\n"
+    "UID:mars-1\r\nDTSTAMP:20300101T000000Z\r\nDTSTART;TZID=Mars/Olympus:20301002T100000\r\n"
+    "DTEND;TZID=Mars/Olympus:20301002T110000\r\nEND:VEVENT\r\nEND:VCALENDAR\r\n"
+)
+
+
+@pytest.mark.parametrize("config_overrides", [OPEN])
+@pytest.mark.parametrize("policy", ["fail_closed", "last_known"])
+async def test_an_unknown_tzid_puts_the_binding_in_error_never_in_floating_time(
+    server: Server, tmp_path: Path, policy: str
+) -> None:
+    path = tmp_path / "mars.ics"
+    path.write_text(MARS)
+    admin = await _admin(server)
+    body = {"provider": "ics", "url": path.as_uri(), "on_unavailable": policy}
+    put = await _put(admin, body)
+    assert put.status == 200, put.json
+    got = await admin.request("GET", _path())
+    for sync in (put.json["sync"], got.json["sync"]):
+        assert sync["status"] == "error"
+        assert "Mars/Olympus" in sync["error"]
+    agent = await server.key(tenant="acme", agent="bot", role="agent")
+    claim = {"workflow_id": "wf-mars", "attendees": [ALEX], "start": "2030-10-02T10:00:00Z",
+             "duration_minutes": 30, "title": "Sync"}  # fmt: skip
+    answer = await agent.request("POST", "/v1/holds", claim)
+    if policy == "fail_closed":
+        assert (answer.status, answer.json["code"]) == (503, "provider_unavailable")
+        assert "Mars/Olympus" in answer.json["detail"]
+        assert answer.headers["Retry-After"]
+    else:  # decided on the mirror, which holds nothing: and the answer says so
+        assert answer.status == 201, answer.json
+        assert answer.json["external_stale"] is True
+
+
 @pytest.mark.parametrize("config_overrides", [OPEN])
 async def test_binding_queues_the_attendees_live_holds_for_a_calendar_that_writes(
     server: Server, calendar: Calendar, hold_body: dict[str, Any]

@@ -59,7 +59,13 @@ from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.radicale import Radicale, cpu_seconds, radicale_server, require_radicale
 from slotward.benchmarks.recording import calls_of, violations
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
-from slotward.benchmarks.servers import ServerFailed, make_keys, slotward_server, workspace
+from slotward.benchmarks.servers import (
+    ServerFailed,
+    make_keys,
+    server_env,
+    slotward_server,
+    workspace,
+)
 from slotward.engine.model import Principal
 from slotward.testing import sync_url
 
@@ -129,16 +135,8 @@ def _server_env() -> Iterator[None]:
         "SLOTWARD_PROVIDER_SYNC_INTERVAL": _FRESH,
         "SLOTWARD_SECRET_KEY": base64.b64encode(os.urandom(24)).decode(),
     }
-    saved = {k: os.environ.get(k) for k in wanted}
-    os.environ.update(wanted)
-    try:
+    with server_env(wanted):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 class _Run:

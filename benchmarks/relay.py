@@ -40,7 +40,7 @@ import aiohttp
 from aiohttp import web
 
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
-from slotward.benchmarks.servers import make_keys, slotward_server, workspace
+from slotward.benchmarks.servers import make_keys, server_env, slotward_server, workspace
 from slotward.engine.model import Principal
 
 __all__ = ["relay"]
@@ -107,16 +107,8 @@ def _relay_env() -> Iterator[None]:
         "SLOTWARD_SECRET_KEY": base64.b64encode(os.urandom(24)).decode(),
         "SLOTWARD_ALLOW_PRIVATE_URLS": "true",
     }
-    saved = {k: os.environ.get(k) for k in wanted}
-    os.environ.update(wanted)
-    try:
+    with server_env(wanted):
         yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 async def _measure(

@@ -51,6 +51,7 @@ __all__ = [
     "free_port",
     "make_keys",
     "reference_server",
+    "server_env",
     "slotward_server",
     "workspace",
 ]
@@ -100,6 +101,22 @@ class Databases:
                 await conn.execute(text(sql))
         finally:
             await engine.dispose()
+
+
+@contextlib.contextmanager
+def server_env(wanted: dict[str, str]) -> Iterator[None]:
+    """``wanted`` in the environment the servers started meanwhile inherit; the
+    variables as they were afterwards."""
+    saved = {k: os.environ.get(k) for k in wanted}
+    os.environ.update(wanted)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
 
 
 @contextlib.contextmanager

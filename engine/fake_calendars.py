@@ -208,6 +208,15 @@ class FakeCalendarWrites:
             del stored[k]
         return len(gone)
 
+    def revive(self, tenant: str, attendee: str, now: datetime) -> int:
+        stored = self._state().calendar_writes
+        dead = [k for k, w in stored.items() if k[0] == tenant and k[2] == attendee
+                and w.state == "dead"]  # fmt: skip
+        for k in dead:
+            stored[k] = replace(stored[k], state="pending", attempts=0, next_attempt_at=now,
+                                claim_owner=None, claim_until=None, updated_at=now)  # fmt: skip
+        return len(dead)
+
     def purge_written(self, before: datetime, limit: int) -> int:
         stored = self._state().calendar_writes
         old = sorted(

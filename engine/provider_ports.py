@@ -149,6 +149,11 @@ class CalendarWrites(Protocol):
         """Delete the attendee's writes (its binding is gone); return how many."""
         ...
 
+    def revive(self, tenant: str, attendee: str, now: datetime) -> int:
+        """Put the attendee's dead writes back to pending (attempts 0, due ``now``,
+        claim cleared): the calendar is to be tried again. Return how many."""
+        ...
+
     def purge_written(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` delivered writes written before ``before`` whose
         hold is over (``action`` delete); return how many."""

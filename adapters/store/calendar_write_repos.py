@@ -98,6 +98,22 @@ _WRITE_COUNTS = (
 _WRITES_REMOVE = delete(t.calendar_writes).where(
     _w.tenant == bindparam("tenant"), _w.attendee == bindparam("attendee")
 )
+_WRITES_REVIVE = (
+    update(t.calendar_writes)
+    .where(
+        _w.tenant == bindparam("w_tenant"),
+        _w.attendee == bindparam("w_attendee"),
+        _w.state == "dead",
+    )
+    .values(
+        state="pending",
+        attempts=0,
+        next_attempt_us=bindparam("v_now"),
+        claim_owner=None,
+        claim_until_us=None,
+        updated_us=bindparam("v_now"),
+    )
+)
 _WRITTEN = (
     select(_w.tenant, _w.hold_id, _w.attendee)
     .where(_w.state == "delivered", _w.action == "delete", _w.written_us < bindparam("before"))
@@ -220,6 +236,10 @@ class SqlCalendarWrites:
 
     def remove_for_attendee(self, tenant: str, attendee: str) -> int:
         return self._db.write(_WRITES_REMOVE, {"tenant": tenant, "attendee": attendee})
+
+    def revive(self, tenant: str, attendee: str, now: datetime) -> int:
+        params = {"w_tenant": tenant, "w_attendee": attendee, "v_now": to_us(now)}
+        return self._db.write(_WRITES_REVIVE, params)
 
     def purge_written(self, before: datetime, limit: int) -> int:
         rows = self._db.rows(_WRITTEN, {"before": to_us(before), "limit": limit})

@@ -113,7 +113,9 @@ def put_binding(
     calendar, and a write already delivered there would hide the same write
     from the new one (a write of an equal version is ignored). The same
     calendar bound again (a new password, a key rotation, another policy)
-    keeps them: a delete or a commit still waiting to be written is not lost.
+    keeps them: a delete or a commit still waiting to be written is not lost,
+    and the dead ones are tried again (a re-PUT is the re-drive of a calendar's
+    writes).
     """
     tenant = principal.tenant
     with uow:
@@ -133,6 +135,8 @@ def put_binding(
         uow.calendars.put(binding)
         if old is None or (old.provider, old.url) != (binding.provider, binding.url):
             uow.calendar_writes.remove_for_attendee(tenant, attendee)
+        else:  # the same calendar: its dead writes are tried again
+            uow.calendar_writes.revive(tenant, attendee, now)
         if writes:
             _backfill(uow, binding, now)
         audit(uow, tenant, principal.agent_id, now, "calendar.bind", attendee, None, "bound",

@@ -175,6 +175,26 @@ def test_save_many_leaves_a_row_a_newer_version_replaced(db: Db) -> None:
     assert _get(db) == write(version=2, action="delete", status=None)
 
 
+def test_revive_puts_the_attendees_dead_writes_back_to_pending(db: Db) -> None:
+    _enqueue(
+        db,
+        write("hold_1", state="dead", attempts=9, last_error="503"),
+        _delivered(write("hold_2")),
+        write("hold_3", attendee="att_b", state="dead"),
+    )
+    assert db.commit(lambda uow: uow.calendar_writes.revive("acme", "att_a", at(3))) == 1
+    revived = _get(db, ("acme", "hold_1", "att_a"))
+    assert revived is not None
+    assert (revived.state, revived.attempts, revived.next_attempt_at) == ("pending", 0, at(3))
+    assert revived.claim_owner is None
+    other = _get(db, ("acme", "hold_3", "att_b"))
+    assert other is not None
+    assert other.state == "dead"  # another attendee's
+    delivered = _get(db, ("acme", "hold_2", "att_a"))
+    assert delivered is not None
+    assert delivered.state == "delivered"
+
+
 def test_counts_are_the_attendees_writes_by_state(db: Db) -> None:
     _enqueue(
         db,

@@ -221,6 +221,19 @@ def test_binding_the_same_calendar_again_keeps_the_writes_still_to_make(world: W
     assert world.state.calendar_writes[key] == waiting
 
 
+def test_binding_the_same_calendar_again_tries_its_dead_writes_again(world: World) -> None:
+    hold = world.place("2030-10-02T10:00:00Z")
+    world.bind()
+    key = ("acme", hold["id"], ALEX_ID)
+    dead = replace(world.state.calendar_writes[key], state="dead", attempts=10, last_error="503")
+    world.state.calendar_writes[key] = dead
+    world.clock.advance(60)
+    world.bind()
+    again = world.state.calendar_writes[key]
+    assert (again.state, again.attempts) == ("pending", 0)
+    assert again.next_attempt_at == world.clock.now()
+
+
 def test_unbinding_drops_the_binding_and_its_writes(world: World) -> None:
     world.place("2030-10-02T10:00:00Z")
     world.bind()

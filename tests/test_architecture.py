@@ -356,3 +356,27 @@ def test_the_audit_key_rule_catches_a_call_without_it() -> None:
     # Handed to the store as a partial, it is still a call of the use case.
     assert rules.calls_without_audit_key("read(partial(m.sweep, t=t))", keyed) == ["sweep (line 1)"]
     assert rules.calls_without_audit_key("read(partial(sweep, audit_key=k))", keyed) == []
+
+
+# iCalendar is read in one module: adapters/providers/ical.py clears icalendar's
+# process-wide VTIMEZONE cache around every parse under one lock (one tenant's
+# calendar must not define another's zones) and runs parses on calendar threads
+# of their own. A parse anywhere else would break both (the CalDAV adapter once
+# parsed a stored event on the event loop, outside the lock).
+_ICAL_LIBRARIES = ("icalendar", "recurring_ical_events")
+_SHIPPED = [p for d in SOURCE_DIRS for p in _modules(d)] + _modules("benchmarks")
+
+
+@pytest.mark.parametrize("path", _SHIPPED, ids=lambda p: str(p.relative_to(ROOT)))
+def test_only_the_ical_module_reads_icalendar(path: Path) -> None:
+    if path == ROOT / "adapters" / "providers" / "ical.py":
+        return
+    used = {name for name in _imports(path) if name.split(".")[0] in _ICAL_LIBRARIES}
+    assert not used, f"{path.name} imports {used}: read iCalendar through providers/ical.py"
+
+
+@pytest.mark.parametrize("path", _modules("adapters/providers"), ids=lambda p: p.name)
+def test_providers_parse_on_the_calendar_threads(path: Path) -> None:
+    """Not asyncio.to_thread: the default executor is shared with key checks, and a
+    hostile calendar's parse must not make requests wait (ical.in_parser)."""
+    assert "asyncio.to_thread" not in _calls(path), f"{path.name}: use ical.in_parser"

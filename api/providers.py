@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from slotward.api.config import ProviderConfig
 from slotward.api.secretbox import SecretBox
 from slotward.engine.calendars import (
+    BusyRead,
     CalendarBinding,
     Connection,
     ProviderError,
@@ -109,16 +110,11 @@ class ProviderHub:
                 raise ProviderUnreachable(
                     "the password cannot be opened: was SLOTWARD_SECRET_KEY changed?"
                 ) from None
-            found = await asyncio.wait_for(
-                provider.busy(conn, window, cursor),
-                timeout=self.config.settings.timeout * 3,
-            )
+            found = await self._busy(provider, conn, window, cursor)
             stored = await svc.store.write(
                 partial(store_read, binding=binding, started=started, window=window,
                         read=found, interval=interval)
             )  # fmt: skip
-        except TimeoutError:
-            error = ProviderUnreachable("the calendar did not answer in time")
         except ProviderError as exc:
             error = exc
         if error is not None:
@@ -139,6 +135,23 @@ class ProviderHub:
             elif error is None:
                 error = ProviderUnreachable(stored.error or "the calendar could not be read")
         return stored, error
+
+    async def _busy(
+        self, provider: CalendarProvider, conn: Connection, window: Window, cursor: str | None
+    ) -> BusyRead:
+        """The adapter's read, bounded in time; whatever else it raises (a plugin's
+        bug) is the binding's failure, never a request's 500."""
+        try:
+            return await asyncio.wait_for(
+                provider.busy(conn, window, cursor), timeout=self.config.settings.timeout * 3
+            )
+        except TimeoutError:
+            raise ProviderUnreachable("the calendar did not answer in time") from None
+        except ProviderError:
+            raise
+        except Exception as exc:
+            log.exception("provider %s failed a read", provider.name)
+            raise ProviderUnreachable(f"the adapter failed: {type(exc).__name__}") from None
 
     async def read_now(self, svc: Services, binding: CalendarBinding) -> CalendarBinding:
         """Read ``binding``'s calendar now; the binding as stored after it."""

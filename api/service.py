@@ -34,6 +34,7 @@ from slotward.engine.errors import Forbidden, ValidationFailed
 from slotward.engine.model import HoldStatus, Principal, Reply, Role
 from slotward.engine.ports import UnitOfWork
 from slotward.engine.rules.attendees import AttendeeRef, parse_attendees
+from slotward.engine.rules.external import ExternalPolicy
 from slotward.engine.rules.fingerprint import check_client_key, check_step
 from slotward.engine.rules.timenorm import normalize_interval, parse_instant
 from slotward.engine.tools import (
@@ -175,28 +176,29 @@ async def commit(
     svc: Services, principal: Principal, hold_id: str, token: int | None, client_key: str | None
 ) -> Reply:
     action = HoldAction(principal, hold_id, token, _checked(client_key))
-    reply = await deciding(
-        svc,
-        lambda external: svc.store.write(
-            partial(commit_hold, action=action, policy=svc.policy, clock=svc.clock, ids=svc.ids,
-                    external=external)
-        ),
-    )  # fmt: skip
-    await svc.storms.observe(principal.tenant, reply.workflow_id, reply)
-    return reply
+    return await _on_hold(svc, action, lambda external: partial(commit_hold, external=external))
 
 
 async def release(
     svc: Services, principal: Principal, hold_id: str, client_key: str | None
 ) -> Reply:
     action = HoldAction(principal, hold_id, None, _checked(client_key))
-    return await _on_hold(svc, release_hold, action)
+    return await _on_hold(svc, action, lambda _: release_hold)  # reads no calendar
 
 
-async def _on_hold(svc: Services, use_case: Callable[..., Reply], action: HoldAction) -> Reply:
-    reply = await svc.store.write(
-        partial(use_case, action=action, policy=svc.policy, clock=svc.clock, ids=svc.ids)
-    )
+async def _on_hold(
+    svc: Services,
+    action: HoldAction,
+    use_case: Callable[[ExternalPolicy], Callable[..., Reply]],
+) -> Reply:
+    """Commit or release: one write, decided again after any stale calendar is read."""
+    reply = await deciding(
+        svc,
+        lambda external: svc.store.write(
+            partial(use_case(external), action=action, policy=svc.policy, clock=svc.clock,
+                    ids=svc.ids)
+        ),
+    )  # fmt: skip
     await svc.storms.observe(action.principal.tenant, reply.workflow_id, reply)
     return reply
 

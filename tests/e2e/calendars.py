@@ -39,6 +39,8 @@ from slotward.api.keys import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal, Role
 from tests.e2e.conftest import Answer, Client, serving
+from tests.e2e.receiver import eventually
+from tests.e2e.test_relay import relay_config
 from tests.radicale import RadicaleServer, start_radicale
 
 __all__ = [
@@ -121,15 +123,11 @@ def dav_htpasswd_fixture() -> Iterator[RadicaleServer]:
 
 
 def provider_config(db_url: str, **overrides: Any) -> Config:
-    """The in-process server's settings: those of :data:`ENV`."""
+    """The in-process server's settings: the relay tests' (a patient schedule, a
+    fast relay), with those of :data:`ENV` for the providers."""
     settings: dict[str, Any] = {
-        "db_url": db_url,
         "secret_key": SECRET_KEY,
-        "allow_private_urls": True,
         "relay_schedule": PATIENT,
-        "relay_timeout_seconds": 1.0,
-        "relay_interval_seconds": 0.05,
-        "rate_limit": 0.0,
         "sweep_interval_seconds": 0.2,
         # Every decision reads the calendars again: a test changes a calendar and
         # the next claim sees it. Tests of the mirror itself raise it.
@@ -137,20 +135,7 @@ def provider_config(db_url: str, **overrides: Any) -> Config:
         "provider_timeout_seconds": 5.0,  # as ENV's
         "provider_sync_interval_seconds": 0.2,
     }
-    return Config(**{**settings, **overrides})
-
-
-async def eventually(
-    check: Callable[[], Awaitable[bool]],
-    within: float = 30.0,
-    say: Callable[[], str] = lambda: "",
-) -> None:
-    """Poll ``check`` until it holds; AssertionError after ``within`` seconds."""
-    deadline = time.monotonic() + within
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not reached within {within} s: {say()}")
-        await asyncio.sleep(0.05)
+    return relay_config(db_url, **{**settings, **overrides})
 
 
 class Recording(Client):

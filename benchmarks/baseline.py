@@ -20,7 +20,13 @@ from typing import Any
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Call, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.results import Outcome, Result, Settings, ratio
-from slotward.benchmarks.servers import Databases, echo_server, reference_server, workspace
+from slotward.benchmarks.servers import (
+    Databases,
+    echo_server,
+    reference_server,
+    server_pid,
+    workspace,
+)
 
 __all__ = ["baseline", "check_warmup", "measure_reference", "plan", "warm_count"]
 
@@ -33,12 +39,20 @@ def warm_count(settings: Settings) -> int:
 def plan(
     settings: Settings, phases: Sequence[Mapping[str, Any]], keys: Sequence[str] = ()
 ) -> dict[str, Any]:
+    """The load generator's plan; each phase names its server's pid (started by
+    benchmarks/servers.py) so the load generator measures the server's CPU."""
     return {
         "keys": list(keys),
         "concurrency": settings.concurrency,
         "max_seconds": settings.seconds,
-        "phases": list(phases),
+        "phases": [_with_server(p) for p in phases],
     }
+
+
+def _with_server(spec: Mapping[str, Any]) -> dict[str, Any]:
+    pid = server_pid(str(spec.get("base", "")))
+    return {**spec, "server_pid": pid} if pid is not None and "server_pid" not in spec else (
+        dict(spec))  # fmt: skip
 
 
 def measure_reference(

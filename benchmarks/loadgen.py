@@ -16,7 +16,8 @@ A plan (JSON)::
      "phases": [{"name": "creates", "base": "http://127.0.0.1:8123",
                  "tasks": [[[CALL, ...], ...], ...],   # task -> steps -> calls
                  "concurrency": 64, "max_seconds": 60, "expect": [200, 201],
-                 "record": false, "fresh_connections": false}]}
+                 "record": false, "fresh_connections": false,
+                 "server_pid": 4242}]}
 
 ``concurrency`` workers take tasks in order; a task's steps run one after the
 other, the calls of one step at once (a duplicate sent while its original is in
@@ -30,7 +31,9 @@ The answer, per phase: ``requests`` (calls made), ``seconds`` (first call to
 last answer), ``latencies_ms`` (sorted), ``statuses``, ``errors`` (no answer,
 or a status outside ``expect``) with a few samples, ``skipped``,
 ``replayed`` (answers with ``Idempotent-Replayed: true``), ``codes`` (the
-problem codes of 4xx and 5xx answers), ``cpu_seconds``,
+problem codes of 4xx and 5xx answers), ``cpu_seconds`` (the load generator's),
+``server_cpu_seconds`` (when the phase names its server's ``server_pid``: the
+CPU that process and its descendants spent over the phase, else None),
 ``stopped_early``, and with ``record`` every call in full
 (request, status, raw body in base64, headers, epoch times, intent) for the
 history checker.
@@ -51,6 +54,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import aiohttp
+
+from slotward.benchmarks.cpu import tree_cpu_seconds
 
 __all__ = ["LOOPBACK", "PlanError", "check_loopback", "drive", "run_plan"]
 
@@ -132,9 +137,13 @@ class _Runner:
                     stopped = True
                     return
 
+        server = None if spec.get("server_pid") is None else int(spec["server_pid"])
+        server_cpu = None if server is None else tree_cpu_seconds(server)
         cpu, started = time.process_time(), time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(max(1, workers))))
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
+        if server is not None and server_cpu is not None:
+            server_cpu = tree_cpu_seconds(server) - server_cpu
         return {
             "name": spec.get("name", ""),
             "requests": len(state.latencies),
@@ -147,6 +156,7 @@ class _Runner:
             "replayed": state.replayed,
             "codes": dict(sorted(state.codes.items())),
             "cpu_seconds": cpu,
+            "server_cpu_seconds": server_cpu,
             "stopped_early": stopped or next(tasks, None) is not None,
             "records": state.records,
         }

@@ -53,16 +53,18 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.tables import calendar_busy
 from slotward.benchmarks.baseline import check_warmup, plan, warm_count
+from slotward.benchmarks.cpu import per_call_us, tree_cpu_seconds
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Call, create_call, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
-from slotward.benchmarks.radicale import Radicale, cpu_seconds, radicale_server, require_radicale
+from slotward.benchmarks.radicale import Radicale, radicale_server, require_radicale
 from slotward.benchmarks.recording import calls_of, violations
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
 from slotward.benchmarks.servers import (
     ServerFailed,
     make_keys,
     server_env,
+    server_pid,
     slotward_server,
     workspace,
 )
@@ -153,7 +155,7 @@ class _Run:
         self.radicale = radicale
         self.outcome = outcome
         self.records: list[Sequence[Mapping[str, Any]]] = []  # every recorded call
-        self.pids = _server_pids(base)
+        self.pid = server_pid(base)
 
     # -- claims --------------------------------------------------------------------
 
@@ -208,7 +210,8 @@ class _Run:
                 f"{kind}: the server was not idle, or its calendar writes not done, "
                 f"{s.seconds:g} s after the round"
             )
-        return {**answer, "server_cpu": self.cpu() - cpu, "asked": asked}
+        # The server's CPU until its calendar writes are done: they are the claims' cost too.
+        return {**answer, "server_cpu_seconds": self.cpu() - cpu, "asked": asked}
 
     def settle(self, puts: int) -> bool:
         """Until Radicale has seen ``puts`` PUTs and the server is idle; False when
@@ -223,7 +226,7 @@ class _Run:
         return False
 
     def cpu(self) -> float:
-        return sum(cpu_seconds(pid) for pid in self.pids)
+        return 0.0 if self.pid is None else tree_cpu_seconds(self.pid)
 
     def bind(self, attendee: str, calendar: str, provider: str = "caldav") -> dict[str, Any]:
         """PUT the attendee's binding to ``calendar``: the answer (its first read made)."""
@@ -250,7 +253,7 @@ class _Run:
             took = time.perf_counter() - started
             reads.append({
                 "seconds": took, "attendee": str(doc["attendee"]),
-                "covers": doc["sync"]["covers"], "server_cpu": self.cpu() - cpu,
+                "covers": doc["sync"]["covers"], "server_cpu_seconds": self.cpu() - cpu,
                 "radicale_cpu": self.radicale.cpu_seconds() - theirs,
                 "asked": self.radicale.requests() - asked,
             })  # fmt: skip
@@ -342,20 +345,6 @@ def _call(
     return response.status, doc if isinstance(doc, dict) else {"body": doc}
 
 
-def _server_pids(base: str) -> set[int]:
-    pids: set[int] = set()
-    parts = urlsplit(base)
-    for _ in range(8):  # with --workers N, several answer
-        connection = http.client.HTTPConnection(parts.hostname or "127.0.0.1", parts.port,
-                                                timeout=30)  # fmt: skip
-        try:
-            connection.request("GET", "/healthz")
-            pids.add(int(json.loads(connection.getresponse().read())["process"]))
-        finally:
-            connection.close()
-    return pids
-
-
 def _blocks(url: str, attendees: Sequence[str]) -> list[int]:
     """The busy blocks stored for each of ``attendees``."""
     engine = create_engine(sync_url(url), poolclass=NullPool)
@@ -375,7 +364,7 @@ def _pooled(phases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The rounds of one kind as one phase: calls and times added up."""
     out: dict[str, Any] = {"latencies_ms": [], "error_samples": [], "statuses": Counter(),
                            "codes": Counter(), "stopped_early": False}  # fmt: skip
-    for name in ("requests", "seconds", "errors", "cpu_seconds", "replayed", "server_cpu"):
+    for name in ("requests", "seconds", "errors", "cpu_seconds", "replayed", "server_cpu_seconds"):
         out[name] = sum(p[name] for p in phases)
     for p in phases:
         out["latencies_ms"] += p["latencies_ms"]
@@ -418,13 +407,9 @@ def _claim_results(
         no_external = sum(1 for doc in answers if "external_as_of" not in doc)
         if no_external:
             outcome.problems.append(f"{kind}: {no_external} answers carry no external_as_of")
-    for result, kind in ((bound, "bound"), (readonly, "readonly"), (unbound, "unbound")):
-        p = pooled[kind]
+    for result in (bound, readonly, unbound):
         result.extra["attendees"] = c
         result.extra["rounds"] = ROUNDS
-        if p["requests"]:
-            result.extra["server_cpu_ms_per_claim"] = round(
-                p["server_cpu"] / p["requests"] * 1000, 3)  # fmt: skip
     asked: Counter[str] = pooled["bound"]["asked"]
     bound.extra["claims_read_provider"] = _read_provider(bound_records, claimed["as_of"])
     bound.extra["provider_reads"] = sum(asked[m] for m in _READS)
@@ -455,6 +440,8 @@ def _mirror_result(
         p50_ms=round(percentile(took, 0.5), 2), p90_ms=round(percentile(took, 0.9), 2),
         p99_ms=round(percentile(took, 0.99), 2), errors=0, concurrency=1,
         db=settings.db_kind, workers=settings.workers, client_cpu=0.0,
+        server_cpu_us_per_call=per_call_us(
+            sum(r["server_cpu_seconds"] for r in reads), len(reads)),
         statuses={"200": len(reads)},
     )  # fmt: skip
     result.extra.update({
@@ -463,7 +450,7 @@ def _mirror_result(
         "reads_seconds": [round(r["seconds"], 3) for r in reads],
         "busy_blocks": blocks[0], "busy_blocks_per_read": list(blocks),
         "expected_blocks": expected[0],
-        "server_cpu_s_per_read": [round(r["server_cpu"], 3) for r in reads],
+        "server_cpu_s_per_read": [round(r["server_cpu_seconds"], 3) for r in reads],
         "radicale_cpu_s_per_read": [round(r["radicale_cpu"], 3) for r in reads],
         "radicale_first_query_seconds": round(mirrored["cold"], 3),
         "radicale_requests_per_read": [dict(r["asked"]) for r in reads],

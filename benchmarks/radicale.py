@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import http.client
 import importlib.util
-import os
 import re
 import subprocess
 import sys
@@ -25,9 +24,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from slotward.benchmarks.cpu import cpu_seconds
 from slotward.benchmarks.servers import ServerFailed, free_port
 
-__all__ = ["MISSING_RADICALE", "Radicale", "cpu_seconds", "radicale_server", "require_radicale"]
+__all__ = ["MISSING_RADICALE", "Radicale", "radicale_server", "require_radicale"]
 
 MISSING_RADICALE = (
     "slotward bench providers needs Radicale, a development dependency that is not "
@@ -41,7 +41,6 @@ _QUERY = b"""<?xml version="1.0" encoding="utf-8"?>
   <C:filter><C:comp-filter name="VCALENDAR"><C:comp-filter name="VEVENT"/>
   </C:comp-filter></C:filter>
 </C:calendar-query>"""
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass
@@ -93,16 +92,6 @@ class Radicale:
     def cpu_seconds(self) -> float:
         """Radicale's user + system CPU seconds so far."""
         return cpu_seconds(self.pid)
-
-
-def cpu_seconds(pid: int) -> float:
-    """The user + system CPU seconds of process ``pid`` (0 where /proc cannot tell)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS
 
 
 @contextlib.contextmanager

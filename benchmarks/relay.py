@@ -39,14 +39,20 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
+from slotward.benchmarks.cpu import per_call_us, tree_cpu_seconds
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
-from slotward.benchmarks.servers import make_keys, server_env, slotward_server, workspace
+from slotward.benchmarks.servers import (
+    make_keys,
+    server_env,
+    server_pid,
+    slotward_server,
+    workspace,
+)
 from slotward.engine.model import Principal
 
 __all__ = ["relay"]
 
 RELAY_FAN_OUT = 64  # deliveries the relay sends at once (docs/relay.md)
-_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 @dataclass
@@ -126,8 +132,8 @@ async def _measure(
     try:
         async with aiohttp.ClientSession(connector=connector) as session:
             await _subscribe(session, base, admin, target)
-            pids = await _server_pids(session, base)
-            cpu = _cpu_seconds(pids)
+            pid = server_pid(base)
+            cpu = _cpu_seconds(pid)
             receiver.gate.set()  # the lag: answered at once
             started = time.perf_counter()
             returned, errors = await _create(session, base, agents, n, settings.seconds, "lag")
@@ -142,13 +148,13 @@ async def _measure(
             opened = time.time()
             receiver.gate.set()
             await _wait_delivered(receiver, backlog, settings.seconds)
-            server_cpu = _cpu_seconds(pids) - cpu
+            server_cpu = _cpu_seconds(pid) - cpu
             receiver.record = False
             bare = await _bare_client(target, receiver.requests, settings.concurrency)
     finally:
         await runner.cleanup()
     return {"receiver": receiver, "returned": returned, "errors": errors + more, "bare": bare,
-            "server_cpu": server_cpu, "pids": pids, "creating": creating,
+            "server_cpu": server_cpu, "creating": creating,
             "lag_arrivals": lag_arrivals, "backlog": backlog, "opened": opened,
             "lag_duplicates": lag_duplicates}  # fmt: skip
 
@@ -228,25 +234,8 @@ async def _bare_client(
     return {"latencies": sorted(latencies), "statuses": statuses, "seconds": took, "cpu": cpu}
 
 
-async def _server_pids(session: aiohttp.ClientSession, base: str) -> set[int]:
-    pids: set[int] = set()
-    for _ in range(8):  # with --workers N, several answer
-        async with session.get(f"{base}/healthz") as resp:
-            pids.add(int((await resp.json())["process"]))
-    return pids
-
-
-def _cpu_seconds(pids: set[int]) -> float:
-    """User + system CPU seconds of ``pids`` (0 where /proc cannot tell)."""
-    total = 0.0
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as stat:
-                fields = stat.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / _TICKS  # utime, stime
-    return total
+def _cpu_seconds(pid: int | None) -> float:
+    return 0.0 if pid is None else tree_cpu_seconds(pid)
 
 
 def _results(
@@ -271,9 +260,8 @@ def _results(
     mine.extra["lag_p50_ms"], mine.extra["lag_p99_ms"] = mine.p50_ms, mine.p99_ms
     drained_twice = receiver.count - len(receiver.requests)
     mine.extra["duplicates"] = measured["lag_duplicates"] + drained_twice
-    if arrived:  # both phases' events, their creates included
-        cpu = measured["server_cpu"] / (len(arrived) + len(lags)) * 1000
-        mine.extra["server_cpu_ms_per_event"] = round(cpu, 3)
+    # Per event, both phases' events (their creates included).
+    mine.server_cpu_us_per_call = per_call_us(measured["server_cpu"], len(arrived) + len(lags))
     mine.client_cpu = 0.0  # the receiver and the agents share this process; see bare-client
     bare = measured["bare"]
     b = _result("bare-client", len(bare["latencies"]), bare["seconds"], bare["latencies"],

@@ -3,7 +3,8 @@
 The JSON (``--json PATH``) is a list with one object per measured scenario
 (``scenario``, ``requests``, ``seconds``, ``req_per_s``, ``p50_ms``, ``p90_ms``,
 ``p99_ms``, ``errors``, ``concurrency``, ``db``, ``workers``, ``client_cpu``,
-``statuses`` and the ratios that apply). The plot (``--plot PATH``) needs
+``server_cpu_us_per_call`` (the server processes' CPU per call, microseconds;
+null where not measured), ``statuses`` and the ratios that apply). The plot (``--plot PATH``) needs
 matplotlib, the optional extra ``bench``; :func:`plotting_available` says so
 before anything is measured.
 """
@@ -25,6 +26,11 @@ MISSING_MATPLOTLIB = (
     "--plot needs matplotlib, which is not installed: pip install 'slotward[bench]'"
 )
 
+
+def _us(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
+
+
 _COLUMNS = (
     ("scenario", "<", lambda r: r.scenario),
     ("requests", ">", lambda r: str(r.requests)),
@@ -35,6 +41,7 @@ _COLUMNS = (
     ("p99 ms", ">", lambda r: f"{r.p99_ms:.1f}"),
     ("errors", ">", lambda r: str(r.errors)),
     ("client cpu", ">", lambda r: f"{r.client_cpu:.2f}"),
+    ("server us/call", ">", lambda r: _us(r.server_cpu_us_per_call)),
 )
 
 

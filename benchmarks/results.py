@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from slotward.benchmarks.cpu import per_call_us
+
 __all__ = ["Outcome", "Result", "Settings", "Target", "db_kind", "percentile", "ratio"]
 
 
@@ -69,6 +71,9 @@ class Result:
     db: str
     workers: int
     client_cpu: float  # the load generator's CPU seconds per wall second
+    # The server's own CPU (its processes' user + system time) over the calls, per
+    # call: far steadier than a rate on a shared machine. None: not measured.
+    server_cpu_us_per_call: float | None = None
     statuses: dict[str, int] = field(default_factory=dict)
     extra: dict[str, Any] = field(default_factory=dict)  # ratios and what else applies
 
@@ -93,6 +98,7 @@ class Result:
             db=settings.db_kind,
             workers=settings.workers,
             client_cpu=round(float(phase["cpu_seconds"]) / seconds, 2) if seconds > 0 else 0.0,
+            server_cpu_us_per_call=per_call_us(phase.get("server_cpu_seconds"), requests),
             statuses=dict(phase["statuses"]),
             extra={"replayed": int(phase["replayed"]), "codes": dict(phase["codes"])},
         )

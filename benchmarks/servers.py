@@ -52,6 +52,7 @@ __all__ = [
     "make_keys",
     "reference_server",
     "server_env",
+    "server_pid",
     "slotward_server",
     "workspace",
 ]
@@ -59,6 +60,7 @@ __all__ = [
 _START_SECONDS = 120
 _STOP_SECONDS = 60
 _runs = itertools.count()
+_pids: dict[str, int] = {}  # base URL -> pid of the server running there
 
 
 class ServerFailed(RuntimeError):
@@ -155,6 +157,12 @@ async def _make_keys(url: str, principals: Sequence[Principal]) -> list[str]:
         await store.close()
 
 
+def server_pid(base: str) -> int | None:
+    """The pid of the server started here that answers at ``base`` (its workers are its
+    children), or None for a server this process did not start."""
+    return _pids.get(base.rstrip("/"))
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -192,8 +200,10 @@ def _running(name: str, argv: list[str], logs: Path) -> Iterator[str]:
         try:
             base = f"http://127.0.0.1:{port}"
             _wait_ready(name, base, proc, log_path)
+            _pids[base] = proc.pid
             yield base
         finally:
+            _pids.pop(base, None)
             proc.terminate()
             try:
                 proc.wait(timeout=_STOP_SECONDS)

@@ -139,6 +139,8 @@ def _pooled(phases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     for p in phases:
         for name in ("requests", "seconds", "errors", "cpu_seconds", "replayed"):
             out[name] += p[name]
+        if p.get("server_cpu_seconds") is not None:
+            out["server_cpu_seconds"] = out.get("server_cpu_seconds", 0.0) + p["server_cpu_seconds"]
         out["latencies_ms"] += p["latencies_ms"]
         out["error_samples"] += p["error_samples"]
         out["statuses"].update(p["statuses"])

@@ -26,7 +26,10 @@ from tests.pgserver import PgServer
 
 BENCH = [sys.executable, "-m", "slotward.api.cli.main", "bench"]
 REQUIRED = ("scenario", "requests", "seconds", "req_per_s", "p50_ms", "p90_ms", "p99_ms",
-            "errors", "concurrency", "db", "workers", "client_cpu")  # fmt: skip
+            "errors", "concurrency", "db", "workers", "client_cpu",
+            "server_cpu_us_per_call")  # fmt: skip
+# Scenarios whose server is not one the benchmark started (its own receiver's client).
+NO_SERVER = {"bare-client"}
 PNG = b"\x89PNG\r\n\x1a\n"
 
 
@@ -55,6 +58,12 @@ def _measured(done: subprocess.CompletedProcess[str], path: Path) -> dict[str, d
         row = [line for line in table if line.split()[0] == doc["scenario"]]
         assert len(row) == 1, lines
         assert row[0].split()[1] == str(doc["requests"]), lines
+        cpu = doc["server_cpu_us_per_call"]
+        if doc["scenario"] in NO_SERVER:
+            assert cpu is None and row[0].split()[-1] == "-", lines
+        else:  # no server answers a call for free: a 0 here means it was not measured
+            assert cpu > 0, doc
+            assert row[0].split()[-1] == f"{cpu:,.0f}", lines
     assert len(table) == len(docs)
     assert "targets (ratios measured in this run):" in done.stdout
     return by_name

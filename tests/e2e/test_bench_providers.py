@@ -41,8 +41,6 @@ def test_providers_reports_bound_against_unbound_claims_and_the_mirror(tmp_path:
         bound["p50_ms"] / unbound["p50_ms"], rel=0.01)  # fmt: skip
     assert bound["p99_ratio_to_unbound"] == pytest.approx(
         bound["p99_ms"] / unbound["p99_ms"], rel=0.01)  # fmt: skip
-    assert bound["server_cpu_ms_per_claim"] >= 0
-    assert unbound["server_cpu_ms_per_claim"] >= 0
     assert (mirror["events"], mirror["series"], mirror["requests"]) == (60, 5, 3)
     assert mirror["busy_blocks_per_read"] == [mirror["expected_blocks"]] * 3
     assert mirror["busy_blocks"] > 55  # the 55 singles, and the series' instances

@@ -25,7 +25,6 @@ def test_relay_reports_its_rate_against_a_bare_client_and_its_lag(tmp_path: Path
     assert mine["ratio_to_bare_client"] == pytest.approx(
         mine["req_per_s"] / bare["req_per_s"], rel=0.01)  # fmt: skip
     assert (mine["lag_p50_ms"], mine["lag_p99_ms"]) == (mine["p50_ms"], mine["p99_ms"])
-    assert mine["server_cpu_ms_per_event"] >= 0
     assert mine["duplicates"] >= 0
     assert mine["creates_per_s"] > 0
     assert "relay events/s / bare aiohttp client" in done.stdout

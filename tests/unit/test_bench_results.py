@@ -44,6 +44,20 @@ def test_a_result_is_requests_over_seconds() -> None:
     assert (result.p50_ms, result.p90_ms, result.p99_ms) == (100.0, 180.0, 198.0)
     assert result.client_cpu == 0.25
     assert (result.db, result.workers, result.concurrency) == ("sqlite", 2, 16)
+    assert result.server_cpu_us_per_call is None  # no server named: not measured
+
+
+def test_server_cpu_is_reported_per_call_in_the_table_and_the_json(tmp_path: Path) -> None:
+    result = Result.of("creates", _phase(server_cpu_seconds=0.5), Settings(), concurrency=16)
+    assert result.server_cpu_us_per_call == 2500.0  # 0.5 s over 200 calls
+    outcome = Outcome("throughput", Settings(), results=[result])
+    header, row = table(outcome.results)
+    assert header.split()[-2:] == [
+        "us/call",
+    ] or header.endswith("server us/call")
+    assert row.split()[-1] == "2,500"
+    write_json(outcome, tmp_path / "out.json")
+    assert json.loads((tmp_path / "out.json").read_text())[0]["server_cpu_us_per_call"] == 2500.0
 
 
 def test_targets_compare_each_way() -> None:

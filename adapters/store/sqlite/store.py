@@ -65,11 +65,19 @@ def _engine(path: Path, waits: Waits) -> Engine:
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.execute(f"PRAGMA busy_timeout={Waits.millis(waits.lock_seconds)}")
         cursor.execute("PRAGMA foreign_keys=ON")
+        # Pages read through a memory map, not copied in by a read() each: a reader's
+        # page cache starts over whenever the writer has changed the file, so a replay
+        # or a lookup re-reads its pages every time. 2,160 -> 1,840 us of server CPU
+        # per create, 1,300 -> 1,240 per replay (slotward bench replay, same machine).
+        cursor.execute(f"PRAGMA mmap_size={MMAP_BYTES}")
         # Checkpoints run on a thread of their own (sqlite_checkpoint.py).
         cursor.execute("PRAGMA wal_autocheckpoint=0")
         cursor.close()
 
     return engine
+
+
+MMAP_BYTES = 1 << 30  # address space, not memory: the OS pages it in and out
 
 
 def _translated(fn: Callable[[UnitOfWork], T], uow: UnitOfWork) -> T:

@@ -7,7 +7,7 @@ build their :class:`Services` with :func:`bootstrap`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from slotward.adapters.providers.registry import load_providers
 from slotward.adapters.store.postgres.notify import PgSignals
@@ -22,6 +22,7 @@ from slotward.api.metrics import Metrics
 from slotward.api.providers import ProviderHub
 from slotward.api.ratelimit import RateLimiter
 from slotward.api.secretbox import SecretBox
+from slotward.api.seen import SeenCreates
 from slotward.api.storms import StormWatch
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
@@ -47,6 +48,8 @@ class Services:
     box: SecretBox  # seals webhook secrets at rest (SLOTWARD_SECRET_KEY)
     urls: UrlGuard  # the SSRF check of webhook and provider URLs
     providers: ProviderHub  # the calendar adapters, and the reads of calendars
+    # The creates this process answered: which are looked up before their write.
+    seen: SeenCreates = field(default_factory=SeenCreates)
 
 
 async def open_store(config: Config) -> Store:

@@ -30,7 +30,8 @@ from slotward.api.bootstrap import Services
 from slotward.api.deciding import deciding
 from slotward.api.keys import ROLES, NewKey, create_key, issue_key, revoke_key, withdraw_key
 from slotward.api.ledger import acquire_execution, complete_execution, get_execution
-from slotward.engine.errors import Forbidden, ValidationFailed
+from slotward.api.seen import marks_of
+from slotward.engine.errors import Forbidden, InProgress, ValidationFailed
 from slotward.engine.model import HoldStatus, Principal, Reply, Role
 from slotward.engine.ports import UnitOfWork
 from slotward.engine.rules.attendees import AttendeeRef, parse_attendees
@@ -143,7 +144,8 @@ async def create_hold(
     step: object,
     client_key: str | None,
 ) -> Reply:
-    """Replay from a read if the answer is known; else place it in one write.
+    """Replay from a read if the answer may be known (api/seen.py); else place it in
+    one write, which replays it if it was known after all.
 
     ``fields`` are the tool's canonical arguments (engine/tools.py CREATE_HOLD).
     """
@@ -162,14 +164,39 @@ async def create_hold(
             ),
         )  # fmt: skip
 
-    found = await svc.store.read(look)
-    reply = (
-        found.reply
-        if found.reply is not None
-        else await svc.inflight.run(principal.tenant, found.key, write)
-    )
+    marks = marks_of(req)
+    if svc.seen.any_seen(marks):  # perhaps a replay: answered from a read if so
+        found = await svc.store.read(look)
+        reply = found.reply or await svc.inflight.run(principal.tenant, found.key, write)
+    else:  # never answered here: the write's own checks are the only ones needed
+        reply = await _unseen(svc, principal.tenant, marks, write, look)
+    svc.seen.add(marks)
     await svc.storms.observe(principal.tenant, workflow_id, reply)
     return reply
+
+
+async def _unseen(
+    svc: Services,
+    tenant: str,
+    marks: tuple[int, ...],
+    write: Callable[[], Awaitable[Reply]],
+    look: Callable[[UnitOfWork], Lookup],
+) -> Reply:
+    """A create this process has not answered: straight to its write.
+
+    Its key is not known before the write resolves its attendees, so a
+    duplicate sent meanwhile shares the write by the call's first mark. One
+    that waited too long is told the key all the same: from a read, which also
+    answers it if the first write has landed by then.
+    """
+    try:
+        return await svc.inflight.run(tenant, f"~{marks[0]:x}", write)
+    except InProgress as error:
+        found = await svc.store.read(look)
+        if found.reply is not None:
+            return found.reply
+        error.idempotency_key = found.key
+        raise
 
 
 async def commit(

@@ -30,12 +30,14 @@ class FakeWorkflows:
         found = self.get(tenant, workflow_id)
         return found or WorkflowStats(tenant, workflow_id, 0, None, None, 0)
 
-    def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
+    def add_replays(
+        self, tenant: str, workflow_id: str, count: int, last_at: datetime
+    ) -> WorkflowStats:
         row = self._row(tenant, workflow_id)
         last = last_at if row.last_replay_at is None else max(row.last_replay_at, last_at)
-        self._state().workflows[(tenant, workflow_id)] = replace(
-            row, replays=row.replays + count, last_replay_at=last
-        )
+        added = replace(row, replays=row.replays + count, last_replay_at=last)
+        self._state().workflows[(tenant, workflow_id)] = added
+        return added
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
         row = self._row(tenant, workflow_id)

@@ -138,8 +138,11 @@ class Ledger(Protocol):
 class Workflows(Protocol):
     def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None: ...
 
-    def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
-        """Add ``count`` replays seen up to ``last_at`` (creating the row if needed)."""
+    def add_replays(
+        self, tenant: str, workflow_id: str, count: int, last_at: datetime
+    ) -> WorkflowStats:
+        """Add ``count`` replays seen up to ``last_at`` (creating the row if needed);
+        the row after."""
         ...
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import bindparam, delete, func, insert, select, update
+from sqlalchemy import Insert, bindparam, case, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import opt_from_us, opt_to_us, to_us
@@ -15,6 +17,7 @@ from slotward.engine.model import Gauges, HoldStatus, WorkflowStats
 __all__ = ["SqlStats", "SqlWorkflows"]
 
 _w = t.workflow_stats.c
+_r = t.workflow_replays.c
 _h = t.holds.c
 _WHERE = (_w.tenant == bindparam("w_tenant"), _w.workflow_id == bindparam("w_workflow"))
 _GET = select(t.workflow_stats).where(*_WHERE)
@@ -29,15 +32,38 @@ _MOVE = (
         storms=bindparam("v_storms"),
     )
 )
-_r = t.workflow_replays.c
+
+
+def _add_replays(dialect: Any) -> Insert:
+    """The workflow's row with the replays added (made if missing), and the row after."""
+    stmt = dialect.insert(t.workflow_stats).values(
+        tenant=bindparam("tenant"), workflow_id=bindparam("workflow_id"),
+        replays=bindparam("count"), last_replay_us=bindparam("last_us"), storm_us=None, storms=0,
+    )  # fmt: skip
+    new = stmt.excluded
+    later = case(
+        (_w.last_replay_us.is_(None) | (_w.last_replay_us < new.last_replay_us),
+         new.last_replay_us),
+        else_=_w.last_replay_us,
+    )  # fmt: skip
+    return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
+        index_elements=[_w.tenant, _w.workflow_id],
+        set_={"replays": _w.replays + new.replays, "last_replay_us": later},
+    ).returning(*t.workflow_stats.c)
+
+
+def _add_seconds(dialect: Any) -> Insert:
+    """Replays of one second added to the stored count (made if missing)."""
+    stmt = dialect.insert(t.workflow_replays)
+    return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
+        index_elements=[_r.tenant, _r.workflow_id, _r.second_us],
+        set_={"count": _r["count"] + stmt.excluded["count"]},
+    )
+
+
+_ADD_REPLAYS = {"sqlite": _add_replays(sqlite), "postgresql": _add_replays(postgresql)}
+_ADD_SECONDS = {"sqlite": _add_seconds(sqlite), "postgresql": _add_seconds(postgresql)}
 _R_WORKFLOW = (_r.tenant == bindparam("w_tenant"), _r.workflow_id == bindparam("w_workflow"))
-_R_SECONDS = select(_r.second_us, _r["count"]).where(*_R_WORKFLOW)
-_R_ADD = insert(t.workflow_replays)
-_R_MOVE = (
-    update(t.workflow_replays)
-    .where(*_R_WORKFLOW, _r.second_us == bindparam("w_second_us"))
-    .values(count=bindparam("v_count"))
-)
 _R_SUM = select(func.coalesce(func.sum(_r["count"]), 0)).where(
     *_R_WORKFLOW, _r.second_us >= bindparam("w_since_us")
 )
@@ -79,6 +105,8 @@ def _stats(row: Row) -> WorkflowStats:
 class SqlWorkflows:
     def __init__(self, db: Runner) -> None:
         self._db = db
+        self._add_replays = _ADD_REPLAYS[db.conn.dialect.name]
+        self._add_seconds = _ADD_SECONDS[db.conn.dialect.name]
 
     def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None:
         row = self._db.first(_GET, {"w_tenant": tenant, "w_workflow": workflow_id})
@@ -98,16 +126,16 @@ class SqlWorkflows:
             where = {"w_tenant": new.tenant, "w_workflow": new.workflow_id}
             self._db.write(_MOVE, {**where, **values})
 
-    def add_replays(self, tenant: str, workflow_id: str, count: int, last_at: datetime) -> None:
-        old = self.get(tenant, workflow_id)
-        if old is None:
-            new = WorkflowStats(tenant, workflow_id, count, last_at, None, 0)
-        else:
-            last = last_at if old.last_replay_at is None else max(old.last_replay_at, last_at)
-            new = WorkflowStats(
-                tenant, workflow_id, old.replays + count, last, old.storm_at, old.storms
-            )
-        self._put(old, new)
+    def add_replays(
+        self, tenant: str, workflow_id: str, count: int, last_at: datetime
+    ) -> WorkflowStats:
+        # One upsert returning the row: the flush of a batch of replays runs this
+        # once per workflow, and a benchmark's replays are each of another one.
+        params = {"tenant": tenant, "workflow_id": workflow_id, "count": count,
+                  "last_us": to_us(last_at)}  # fmt: skip
+        row = self._db.first(self._add_replays, params)
+        assert row is not None  # an upsert with RETURNING answers its row
+        return _stats(row)
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
         old = self.get(tenant, workflow_id)
@@ -122,21 +150,10 @@ class SqlWorkflows:
     def add_replay_seconds(
         self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
     ) -> None:
-        # Select, then insert or update: the caller holds the tenant's lock, so no
-        # other writer adds the same second meanwhile, on PostgreSQL too.
-        if not buckets:
-            return
-        where = {"w_tenant": tenant, "w_workflow": workflow_id}
-        rows = self._db.rows(_R_SECONDS, where)
-        stored = {int(r["second_us"]): int(r["count"]) for r in rows}
-        for second, count in sorted(buckets.items()):
-            us = to_us(second)
-            if us in stored:
-                moved = {"w_second_us": us, "v_count": stored[us] + count}
-                self._db.write(_R_MOVE, {**where, **moved})
-            else:
-                row = {"tenant": tenant, "workflow_id": workflow_id, "second_us": us}
-                self._db.write(_R_ADD, {**row, "count": count})
+        rows = [{"tenant": tenant, "workflow_id": workflow_id, "second_us": to_us(second),
+                 "count": count} for second, count in sorted(buckets.items())]  # fmt: skip
+        if rows:
+            self._db.write(self._add_seconds, rows)
 
     def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
         where = {"w_tenant": tenant, "w_workflow": workflow_id, "w_since_us": to_us(since)}

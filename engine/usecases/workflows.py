@@ -116,15 +116,15 @@ def record_replays(
                 if second >= since:  # a clock ahead of ours counts as now, not later
                     at = min(second, whole_second(now))
                     recent[at] = recent.get(at, 0) + n
-            uow.workflows.add_replays(tenant, workflow_id, seen.count, seen.last_at)
+            stats = uow.workflows.add_replays(tenant, workflow_id, seen.count, seen.last_at)
             uow.workflows.add_replay_seconds(tenant, workflow_id, recent)
             in_window = uow.workflows.replays_since(tenant, workflow_id, since)
             flagged = in_window >= policy.storm_replays and _flag(
                 uow, tenant, workflow_id, in_window, window, now, ids, policy.audit_key
             )
-            stats = uow.workflows.get(tenant, workflow_id)
-            if stats is not None:
-                tallies[workflow_id] = ReplayTally(stats, in_window, flagged)
+            if flagged:  # the flag changed the row
+                stats = uow.workflows.get(tenant, workflow_id) or stats
+            tallies[workflow_id] = ReplayTally(stats, in_window, flagged)
         uow.commit()
     return tallies
 

@@ -26,8 +26,8 @@ def test_replays_add_up_and_keep_the_latest_instant(db: Db) -> None:
         return uow.workflows.get("acme", "wf")
 
     assert db.commit(add) == WorkflowStats("acme", "wf", 2, at(2), None, 0)
-    db.commit(lambda uow: uow.workflows.add_replays("acme", "wf", 3, at(1)))  # came late
-    assert _get(db) == WorkflowStats("acme", "wf", 5, at(2), None, 0)
+    added = db.commit(lambda uow: uow.workflows.add_replays("acme", "wf", 3, at(1)))  # came late
+    assert added == _get(db) == WorkflowStats("acme", "wf", 5, at(2), None, 0)  # the row after
     assert _get(db, workflow="other") is None
     assert _get(db, tenant="other") is None
 
@@ -35,7 +35,8 @@ def test_replays_add_up_and_keep_the_latest_instant(db: Db) -> None:
 def test_storms_count_and_keep_the_last_flag(db: Db) -> None:
     db.commit(lambda uow: uow.workflows.mark_storm("acme", "wf", at(1)))
     assert _get(db) == WorkflowStats("acme", "wf", 0, None, at(1), 1)
-    db.commit(lambda uow: uow.workflows.add_replays("acme", "wf", 4, at(2)))
+    added = db.commit(lambda uow: uow.workflows.add_replays("acme", "wf", 4, at(2)))
+    assert added == WorkflowStats("acme", "wf", 4, at(2), at(1), 1)  # the flag kept
     db.commit(lambda uow: uow.workflows.mark_storm("acme", "wf", at(3)))
     assert _get(db) == WorkflowStats("acme", "wf", 4, at(2), at(3), 2)
 

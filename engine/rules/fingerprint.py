@@ -187,19 +187,29 @@ def _fast_canonical(doc: object) -> bytes | None:
 
 
 def _checked(doc: object) -> Any:
-    if isinstance(doc, str) or doc is None or doc is True or doc is False:
+    # Exact types first (the documents of every call are plain dicts, lists and
+    # strings: this runs for each fingerprint), then their subclasses.
+    kind = type(doc)
+    if kind is str or doc is None or kind is bool:
         return doc
-    if type(doc) is int:
-        if -_SAFE_INT <= doc <= _SAFE_INT:
+    if kind is int:
+        if -_SAFE_INT <= doc <= _SAFE_INT:  # type: ignore[operator]
             return doc
         raise _NotPlain
+    if kind is list:
+        return [_checked(v) for v in doc]  # type: ignore[attr-defined]
     if isinstance(doc, Mapping):
         out = {}
         for k, v in doc.items():
-            if type(k) is not str or (k and max(k) > "\uffff"):
+            # An ASCII key (isascii is one C call) never reaches beyond U+FFFF.
+            if type(k) is not str or (not k.isascii() and k and max(k) > "\uffff"):
                 raise _NotPlain
             out[k] = _checked(v)
         return out
+    if isinstance(doc, str):
+        return doc
+    if isinstance(doc, int) and not isinstance(doc, bool):
+        raise _NotPlain  # an int subclass: rfc8785 judges it
     if isinstance(doc, list | tuple):
         return [_checked(v) for v in doc]
     raise _NotPlain

@@ -27,7 +27,7 @@ from sqlalchemy.pool import NullPool
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.sqlite.checkpoint import Checkpointer
-from slotward.adapters.store.sqlite.writer import GroupWriter, Settle, WriterStats
+from slotward.adapters.store.sqlite.writer import GroupWriter, LoopSettle, Settle, WriterStats
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import InvalidRequest, Unavailable
 from slotward.engine.ports import UnitOfWork
@@ -120,24 +120,6 @@ class _Job:
 
 def _busy() -> Unavailable:
     return Unavailable("the store is too busy; retry shortly", retry_after=1)
-
-
-def _settler(loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any]) -> Settle:
-    """Hands a thread's outcome to ``future`` on its loop (one thread-safe callback)."""
-
-    def settle(ok: bool, value: Any) -> None:
-        loop.call_soon_threadsafe(_settle, future, ok, value)
-
-    return settle
-
-
-def _settle(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if future.done():  # refused as too busy, or its caller went away: dropped
-        return
-    if ok:
-        future.set_result(value)
-    else:
-        future.set_exception(value)
 
 
 class _ReaderPool:
@@ -252,7 +234,7 @@ class SqliteStore:
     def _call() -> tuple[_Job, asyncio.Future[Any], Settle]:
         loop = asyncio.get_running_loop()
         future = loop.create_future()
-        return _Job(), future, _settler(loop, future)
+        return _Job(), future, LoopSettle(loop, future)
 
     async def _queued(self, future: asyncio.Future[T], job: _Job) -> T:
         """The answer of ``future``; refused (503) if no thread took it in time.

@@ -24,6 +24,7 @@ Each call keeps the meaning it had alone:
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import logging
 import queue
@@ -40,7 +41,14 @@ from sqlalchemy.exc import DBAPIError
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.engine.errors import Unavailable
 
-__all__ = ["GroupWriter", "SavepointUnitOfWork", "Settle", "WriterStats", "settle_future"]
+__all__ = [
+    "GroupWriter",
+    "LoopSettle",
+    "SavepointUnitOfWork",
+    "Settle",
+    "WriterStats",
+    "settle_future",
+]
 
 T = TypeVar("T")
 
@@ -96,6 +104,36 @@ class WriterStats:
 
 # How a call's answer is handed back: (True, value) or (False, exception).
 Settle = Callable[[bool, Any], None]
+
+
+@dataclass(frozen=True)
+class LoopSettle:
+    """Hands a thread's outcome to ``future`` on its event loop (one thread-safe callback).
+
+    A committed group's answers bound for one loop go in one callback instead
+    (:func:`_deliver_group`): each callback from a thread writes to the loop's
+    wake-up pipe.
+    """
+
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[Any]
+
+    def __call__(self, ok: bool, value: Any) -> None:
+        self.loop.call_soon_threadsafe(settle_on_loop, self.future, ok, value)
+
+
+def settle_on_loop(future: asyncio.Future[Any], ok: bool, value: Any) -> None:
+    if future.done():  # refused as too busy, or its caller went away: dropped
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
+
+
+def _settle_all(answers: list[tuple[asyncio.Future[Any], bool, Any]]) -> None:
+    for future, ok, value in answers:
+        settle_on_loop(future, ok, value)
 
 
 @dataclass
@@ -221,8 +259,7 @@ class GroupWriter:
             _rollback(conn)
             self._settle(group, exc)
             return
-        for call in group:
-            _deliver(call)
+        _deliver_group(group)
 
     def _settle(self, group: list[_Call[Any]], exc: DBAPIError) -> None:
         """Answer every call of a group that did not commit with the error."""
@@ -270,6 +307,24 @@ def _deliver(call: _Call[Any]) -> None:
         call.settle(*call.outcome)
     except Exception:
         log.warning("a store answer could not be handed back", exc_info=True)
+
+
+def _deliver_group(group: list[_Call[Any]]) -> None:
+    """Hand back a committed group's answers: one callback per event loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
+    for call in group:
+        settle = call.settle
+        if not isinstance(settle, LoopSettle):
+            _deliver(call)
+            continue
+        assert call.outcome is not None
+        call.delivered = True
+        by_loop.setdefault(settle.loop, []).append((settle.future, *call.outcome))
+    for loop, answers in by_loop.items():
+        try:
+            loop.call_soon_threadsafe(_settle_all, answers)
+        except Exception:  # the loop is closed: nobody waits for these any more
+            log.warning("a store answer could not be handed back", exc_info=True)
 
 
 def settle_future(future: Future[Any], ok: bool, value: Any) -> None:

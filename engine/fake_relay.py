@@ -52,6 +52,12 @@ class FakeOutbox:
     def mark_fanned(self, event_ids: Sequence[str]) -> None:
         self._replace(set(event_ids), lambda e: replace(e, fanned=True))
 
+    def mark_unwanted(self, event_ids: Sequence[str], now: datetime) -> None:
+        def done(e: OutboxEvent) -> OutboxEvent:
+            return e if e.fanned else replace(e, fanned=True, state="delivered", settled_at=now)
+
+        self._replace(set(event_ids), done)
+
     def settle(self, event_ids: Collection[str], now: datetime) -> None:
         deliveries = self._state().deliveries.values()
 

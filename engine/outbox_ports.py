@@ -41,6 +41,12 @@ class Outbox(Protocol):
 
     def mark_fanned(self, event_ids: Sequence[str]) -> None: ...
 
+    def mark_unwanted(self, event_ids: Sequence[str], now: datetime) -> None:
+        """Mark events that were fanned out to no delivery: fanned, and delivered at
+        ``now`` (what ``mark_fanned`` then ``settle`` make of an event without
+        deliveries, in one step). Events already fanned out are left alone."""
+        ...
+
     def settle(self, event_ids: Collection[str], now: datetime) -> None:
         """Set each fanned-out event's state from its deliveries.
 

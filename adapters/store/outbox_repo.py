@@ -38,6 +38,11 @@ _UNFANNED = (
     .with_for_update(skip_locked=True)  # two relays never fan out one event
 )
 _MARK_FANNED = update(t.outbox).where(_o.id.in_(_IDS)).values(fanned=True)
+_MARK_UNWANTED = (
+    update(t.outbox)
+    .where(_o.id.in_(_IDS), _o.fanned.is_(False))
+    .values(fanned=True, state="delivered", settled_us=bindparam("now"))
+)
 
 
 # Settling reads the events' deliveries by event (ux_deliveries_event_subscription)
@@ -106,6 +111,10 @@ class SqlOutbox:
     def mark_fanned(self, event_ids: Sequence[str]) -> None:
         if event_ids:
             self._db.put(_MARK_FANNED, {"ids": list(event_ids)})
+
+    def mark_unwanted(self, event_ids: Sequence[str], now: datetime) -> None:
+        if event_ids:
+            self._db.put(_MARK_UNWANTED, {"ids": list(event_ids), "now": to_us(now)})
 
     def settle(self, event_ids: Collection[str], now: datetime) -> None:
         if not event_ids:

@@ -164,11 +164,11 @@ def _fan_out(
     ]
     if made:
         uow.deliveries.add(made)
-    uow.outbox.mark_fanned([e.id for e in events])
     wanted = {d.event_id for d in made}
-    unwanted = [e.id for e in events if e.id not in wanted]
-    if unwanted:
-        uow.outbox.settle(unwanted, now)  # an event no subscription wants is delivered now
+    uow.outbox.mark_fanned([e.id for e in events if e.id in wanted])
+    # An event no subscription wants is delivered now (most of them, where
+    # nobody subscribed): one statement, not a settling read of its deliveries.
+    uow.outbox.mark_unwanted([e.id for e in events if e.id not in wanted], now)
 
 
 def _delivery(delivery_id: str, event: OutboxEvent, sub: Subscription, due: datetime) -> Delivery:

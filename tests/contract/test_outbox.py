@@ -191,3 +191,26 @@ def test_the_gauges_show_the_lag_the_dead_and_the_failing(db: Db) -> None:
         dead_events=1,
         failing_subscriptions={"whk_1": 3, "whk_2": 1},
     )
+
+
+def test_an_event_nobody_wants_is_fanned_and_delivered_at_once(db: Db) -> None:
+    def add(uow: UnitOfWork) -> None:
+        for n in range(3):
+            uow.outbox.add(event(f"evt_{n}"))
+
+    db.commit(add)
+    db.commit(lambda uow: uow.outbox.mark_fanned(["evt_2"]))  # fanned out to someone before
+    db.commit(lambda uow: uow.outbox.mark_unwanted(["evt_0", "evt_2"], at(5)))
+    db.commit(lambda uow: uow.outbox.mark_unwanted([], at(6)))  # nothing to do
+
+    def events(uow: UnitOfWork) -> list[OutboxEvent | None]:
+        return [uow.outbox.get("acme", f"evt_{n}") for n in range(3)]
+
+    got = db.look(events)
+    assert [(e.fanned, e.state, e.settled_at) if e else None for e in got] == [
+        (True, "delivered", at(5)),
+        (False, "pending", None),
+        # One already fanned out is settled from its deliveries, not marked here.
+        (True, "pending", None),
+    ]
+    assert [e.id for e in db.look(lambda uow: uow.outbox.unfanned(10))] == ["evt_1"]

@@ -68,7 +68,6 @@ HOT: dict[str, tuple[Executable, str]] = {
     "audit head": (repos._HEAD, "sqlite_autoindex_audit_heads_1"),
     "key by id": (repos._KEY_BY_ID, "sqlite_autoindex_api_keys_1"),
     "workflow stats": (ops_repos._GET, "sqlite_autoindex_workflow_stats_1"),
-    "replays per second": (ops_repos._R_SECONDS, "sqlite_autoindex_workflow_replays_1"),
     "replays since": (ops_repos._R_SUM, "sqlite_autoindex_workflow_replays_1"),
     "events to fan out": (outbox_repo._UNFANNED, "ix_outbox_fanned_created"),
     "event by id": (outbox_repo._GET, "sqlite_autoindex_outbox_1"),

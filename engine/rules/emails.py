@@ -74,7 +74,7 @@ def normalize_email(value: str) -> str:
     local, at, domain = folded.partition("@")
     if at != "@" or local == "" or "@" in domain:
         raise _invalid(value)
-    if any(_bad_char(c) for c in folded):
+    if not _clean(folded):
         raise _invalid(value)
     email = f"{local}@{_domain(domain, value)}"
     if len(email) > MAX_EMAIL:
@@ -136,6 +136,17 @@ def _domain(domain: str, value: str) -> str:
 
 def _bad_char(c: str) -> bool:
     return c.isspace() or not c.isprintable() or c in _FORBIDDEN
+
+
+# The ASCII characters _bad_char lets through: printable, not a space, not <>".
+_CLEAN_ASCII: Final = re.compile(r"[\x21\x23-\x3b\x3d\x3f-\x7e]*")
+
+
+def _clean(text: str) -> bool:
+    """No character of ``text`` is bad: one regex for ASCII (most addresses), else each."""
+    if text.isascii():
+        return _CLEAN_ASCII.fullmatch(text) is not None
+    return not any(_bad_char(c) for c in text)
 
 
 def _shown(value: str) -> str:

@@ -225,3 +225,14 @@ def test_a_long_input_is_refused_before_any_unicode_work() -> None:
     with pytest.raises(ValidationFailed) as info:
         normalize_email("a@" + "\u00ad" * 5000 + "x.io")
     assert info.value.code == "invalid_attendee"
+
+
+def test_the_ascii_shortcut_lets_through_exactly_what_the_character_rule_does() -> None:
+    from slotward.engine.rules.emails import _bad_char, _clean
+
+    for code in range(128):
+        c = chr(code)
+        assert _clean(f"a{c}b") is not _bad_char(c), repr(c)
+    assert _clean("ann@example.com")
+    assert not _clean("ann\u00a0@example.com")  # a non-ASCII space: the per-character rule
+    assert _clean("zoë@example.com")

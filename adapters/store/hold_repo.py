@@ -56,6 +56,22 @@ _OVERLAPPING = (
     )
     .distinct()
 )
+# The spans alone, in one statement: the index's own start and end, and only
+# the status and expiry of each hold, fetched by primary key (nothing but the
+# attendee index is constrained, so that is where the scan starts). A hold of
+# several of the attendees comes once per attendee.
+_SPANS = (
+    select(_ha.hold_id, _ha.start_us, _ha.end_us, _h.status, _h.expires_us)
+    .select_from(t.hold_attendees.join(t.holds, _h.id == _ha.hold_id))
+    .where(
+        _ha.tenant == bindparam("tenant"),
+        _ha.attendee.in_(bindparam("attendees", expanding=True)),
+        _ha.start_us < bindparam("end"),
+        _ha.start_us > bindparam("lookback"),
+        _ha.end_us > bindparam("start"),
+        _ha.active.is_(True),
+    )
+)
 # A second statement, so the holds are fetched by primary key: inside one,
 # SQLite may prefer the status index and walk every live hold. For the same
 # reason their status and expiry are judged here, not in the WHERE clause.
@@ -152,6 +168,19 @@ class SqlHolds:
             or (r["status"] == HoldStatus.HELD.value and r["expires_us"] > now_us)
         ]
 
+    def blocking_spans(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[tuple[datetime, datetime]]:
+        now_us = to_us(now)
+        rows = self._db.rows(_SPANS, self._span_params(tenant, attendees, start, end))
+        spans = {
+            r["hold_id"]: (r["start_us"], r["end_us"])
+            for r in rows
+            if r["status"] == HoldStatus.COMMITTED.value
+            or (r["status"] == HoldStatus.HELD.value and r["expires_us"] > now_us)
+        }
+        return [(from_us(s), from_us(e)) for s, e in sorted(spans.values())]
+
     def stale(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
@@ -171,18 +200,23 @@ class SqlHolds:
         key = (tenant, frozenset(attendees), s, to_us(end))
         if self._seen is not None and self._seen[0] == key:
             return self._seen[1]
-        params = {
-            "tenant": tenant,
-            "attendees": list(attendees),
-            "start": s,
-            "end": key[3],
-            "lookback": s - self._lookback,
-        }
-        ids = self._db.scalars(_OVERLAPPING, params)
+        ids = self._db.scalars(_OVERLAPPING, self._span_params(tenant, attendees, start, end))
         rows = self._db.rows(_BY_IDS, {"ids": ids}) if ids else []
         rows.sort(key=lambda r: (r["start_us"], r["id"]))
         self._seen = (key, rows)
         return rows
+
+    def _span_params(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime
+    ) -> dict[str, Any]:
+        s = to_us(start)
+        return {
+            "tenant": tenant,
+            "attendees": list(attendees),
+            "start": s,
+            "end": to_us(end),
+            "lookback": s - self._lookback,
+        }
 
     def add(self, hold: Hold) -> None:
         self._seen = None

@@ -314,10 +314,12 @@ def _conflict_error(
     interval = req.interval
     tenant = req.principal.tenant
     lo, hi = interval.start - policy.max_window, interval.end + policy.max_window
-    busy = uow.holds.blocking(tenant, prep.resolved.ids, lo, hi, now)
+    # The spans only: over the horizon a busy calendar has hundreds of holds,
+    # and reading each whole was most of what a refusal cost.
+    busy = uow.holds.blocking_spans(tenant, prep.resolved.ids, lo, hi, now)
     outside = blocks_between(uow, tenant, view, lo, hi)
     alternatives = conflicts.find_alternatives(
-        [(h.start, h.end) for h in busy if h.blocks_at(now)] + [(b.start, b.end) for b in outside],
+        [*busy, *((b.start, b.end) for b in outside)],
         start=interval.start,
         duration=interval.end - interval.start,
         now=now,

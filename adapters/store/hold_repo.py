@@ -22,7 +22,10 @@ from slotward.engine.model import Hold, HoldStatus
 
 __all__ = ["SqlHolds", "hold_from_row"]
 
-_ACTIVE = (HoldStatus.HELD.value, HoldStatus.COMMITTED.value)
+# The statuses' values read once: an enum member's ``.value`` is a property
+# call, three a row where every claim filters its attendees' holds.
+_HELD, _COMMITTED = HoldStatus.HELD.value, HoldStatus.COMMITTED.value
+_ACTIVE = (_HELD, _COMMITTED)
 _h = t.holds.c
 _ha = t.hold_attendees.c
 
@@ -164,21 +167,18 @@ class SqlHolds:
         return [
             hold_from_row(r)
             for r in rows
-            if r["status"] == HoldStatus.COMMITTED.value
-            or (r["status"] == HoldStatus.HELD.value and r["expires_us"] > now_us)
+            if r["status"] == _COMMITTED or (r["status"] == _HELD and r["expires_us"] > now_us)
         ]
 
     def blocking_spans(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[tuple[datetime, datetime]]:
         now_us = to_us(now)
-        rows = self._db.rows(_SPANS, self._span_params(tenant, attendees, start, end))
-        spans = {
-            r["hold_id"]: (r["start_us"], r["end_us"])
-            for r in rows
-            if r["status"] == HoldStatus.COMMITTED.value
-            or (r["status"] == HoldStatus.HELD.value and r["expires_us"] > now_us)
-        }
+        spans: dict[str, tuple[int, int]] = {}
+        for r in self._db.rows(_SPANS, self._span_params(tenant, attendees, start, end)):
+            status = r["status"]
+            if status == _COMMITTED or (status == _HELD and r["expires_us"] > now_us):
+                spans[r["hold_id"]] = (r["start_us"], r["end_us"])
         return [(from_us(s), from_us(e)) for s, e in sorted(spans.values())]
 
     def stale(
@@ -187,9 +187,7 @@ class SqlHolds:
         now_us = to_us(now)
         rows = self._overlapping(tenant, attendees, start, end)
         return [
-            hold_from_row(r)
-            for r in rows
-            if r["status"] == HoldStatus.HELD.value and r["expires_us"] <= now_us
+            hold_from_row(r) for r in rows if r["status"] == _HELD and r["expires_us"] <= now_us
         ]
 
     def _overlapping(

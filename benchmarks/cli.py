@@ -38,6 +38,7 @@ _COMMANDS = {
     "replay": "replayed duplicates against fresh creates",
     "race": "many agents racing for a few slots; checks every invariant",
     "scale": "claim latency with many stored holds",
+    "conflicts": "refused claims on full calendars (409 with alternatives) against fresh creates",
     "waiters": "another tenant's create latency with and without duplicates waiting (wait_ms)",
     "relay": "webhook deliveries per second against a bare client, and commit-to-delivery lag",
     "providers": "claims on attendees bound to a local Radicale against unbound ones, and "
@@ -179,6 +180,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
         from slotward.benchmarks.providers import providers
 
         return providers(settings, events=args.events, series=args.series)
+    if args.bench == "conflicts":
+        from slotward.benchmarks.conflicts import conflicts
+
+        return conflicts(settings)
     if args.bench == "waiters":
         from slotward.benchmarks.waiters import waiters
 

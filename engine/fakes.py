@@ -94,6 +94,11 @@ class _Holds:
         ]
         return sorted(found, key=_start_id)
 
+    def blocking_spans(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[tuple[datetime, datetime]]:
+        return sorted((h.start, h.end) for h in self.blocking(tenant, attendees, start, end, now))
+
     def stale(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:

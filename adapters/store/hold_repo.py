@@ -22,7 +22,10 @@ from slotward.engine.model import Hold, HoldStatus
 
 __all__ = ["SqlHolds", "hold_from_row"]
 
-_ACTIVE = (HoldStatus.HELD.value, HoldStatus.COMMITTED.value)
+# The statuses' values read once: an enum member's ``.value`` is a property
+# call, three a row where every claim filters its attendees' holds.
+_HELD, _COMMITTED = HoldStatus.HELD.value, HoldStatus.COMMITTED.value
+_ACTIVE = (_HELD, _COMMITTED)
 _h = t.holds.c
 _ha = t.hold_attendees.c
 
@@ -55,6 +58,22 @@ _OVERLAPPING = (
         _ha.active.is_(True),
     )
     .distinct()
+)
+# The spans alone, in one statement: the index's own start and end, and only
+# the status and expiry of each hold, fetched by primary key (nothing but the
+# attendee index is constrained, so that is where the scan starts). A hold of
+# several of the attendees comes once per attendee.
+_SPANS = (
+    select(_ha.hold_id, _ha.start_us, _ha.end_us, _h.status, _h.expires_us)
+    .select_from(t.hold_attendees.join(t.holds, _h.id == _ha.hold_id))
+    .where(
+        _ha.tenant == bindparam("tenant"),
+        _ha.attendee.in_(bindparam("attendees", expanding=True)),
+        _ha.start_us < bindparam("end"),
+        _ha.start_us > bindparam("lookback"),
+        _ha.end_us > bindparam("start"),
+        _ha.active.is_(True),
+    )
 )
 # A second statement, so the holds are fetched by primary key: inside one,
 # SQLite may prefer the status index and walk every live hold. For the same
@@ -148,9 +167,19 @@ class SqlHolds:
         return [
             hold_from_row(r)
             for r in rows
-            if r["status"] == HoldStatus.COMMITTED.value
-            or (r["status"] == HoldStatus.HELD.value and r["expires_us"] > now_us)
+            if r["status"] == _COMMITTED or (r["status"] == _HELD and r["expires_us"] > now_us)
         ]
+
+    def blocking_spans(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+    ) -> list[tuple[datetime, datetime]]:
+        now_us = to_us(now)
+        spans: dict[str, tuple[int, int]] = {}
+        for r in self._db.rows(_SPANS, self._span_params(tenant, attendees, start, end)):
+            status = r["status"]
+            if status == _COMMITTED or (status == _HELD and r["expires_us"] > now_us):
+                spans[r["hold_id"]] = (r["start_us"], r["end_us"])
+        return [(from_us(s), from_us(e)) for s, e in sorted(spans.values())]
 
     def stale(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
@@ -158,9 +187,7 @@ class SqlHolds:
         now_us = to_us(now)
         rows = self._overlapping(tenant, attendees, start, end)
         return [
-            hold_from_row(r)
-            for r in rows
-            if r["status"] == HoldStatus.HELD.value and r["expires_us"] <= now_us
+            hold_from_row(r) for r in rows if r["status"] == _HELD and r["expires_us"] <= now_us
         ]
 
     def _overlapping(
@@ -171,18 +198,23 @@ class SqlHolds:
         key = (tenant, frozenset(attendees), s, to_us(end))
         if self._seen is not None and self._seen[0] == key:
             return self._seen[1]
-        params = {
-            "tenant": tenant,
-            "attendees": list(attendees),
-            "start": s,
-            "end": key[3],
-            "lookback": s - self._lookback,
-        }
-        ids = self._db.scalars(_OVERLAPPING, params)
+        ids = self._db.scalars(_OVERLAPPING, self._span_params(tenant, attendees, start, end))
         rows = self._db.rows(_BY_IDS, {"ids": ids}) if ids else []
         rows.sort(key=lambda r: (r["start_us"], r["id"]))
         self._seen = (key, rows)
         return rows
+
+    def _span_params(
+        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime
+    ) -> dict[str, Any]:
+        s = to_us(start)
+        return {
+            "tenant": tenant,
+            "attendees": list(attendees),
+            "start": s,
+            "end": to_us(end),
+            "lookback": s - self._lookback,
+        }
 
     def add(self, hold: Hold) -> None:
         self._seen = None

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -24,14 +24,21 @@ __all__ = [
     "Decision",
     "Free",
     "PreemptLosers",
+    "Span",
     "decide",
     "find_alternatives",
     "free_slots",
     "merge_intervals",
+    "nearest_free",
 ]
 
 GRID = timedelta(minutes=15)
 HORIZON = timedelta(days=14)
+# How far around a refused claim its alternatives are first looked for: far
+# enough for a busy day's free slots, near enough not to read its fortnight.
+FIRST_REACH = timedelta(hours=6)
+
+Span = tuple[datetime, datetime]
 
 
 @dataclass(frozen=True)
@@ -148,6 +155,42 @@ def find_alternatives(
             if len(found) == count:
                 break
     return sorted(found)
+
+
+def nearest_free(
+    read: Callable[[datetime, datetime], Iterable[Span]],
+    *,
+    start: datetime,
+    duration: timedelta,
+    now: datetime,
+    count: int = 3,
+    grid: timedelta = GRID,
+    horizon: timedelta = HORIZON,
+    reach: timedelta = FIRST_REACH,
+) -> list[Span]:
+    """:func:`find_alternatives` over the busy time ``read`` gives, read only as far
+    out as the answer needs.
+
+    ``read(lo, hi)`` gives the busy spans overlapping [lo, hi). The search runs
+    within ``reach`` of ``start`` first, over the spans read around it: a slot
+    found there is free whatever lies further out, and nearer candidates come
+    first, so ``count`` slots found there are the whole horizon's answer. Else
+    the reach doubles, up to ``horizon``, and only the two strips it adds are
+    read. On a full fortnight, reading every hold of it was most of a refusal.
+    """
+    end = start + duration
+    reach = min(reach, horizon)
+    busy = list(read(start - reach, end + reach))
+    while True:
+        found = find_alternatives(
+            busy, start=start, duration=duration, now=now, count=count, grid=grid, horizon=reach
+        )
+        if len(found) == count or reach >= horizon:
+            return found
+        wider = min(2 * reach, horizon)
+        busy += read(start - wider, start - reach)
+        busy += read(end + reach, end + wider)
+        reach = wider
 
 
 def _candidates(

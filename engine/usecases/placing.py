@@ -313,11 +313,15 @@ def _conflict_error(
 ) -> SlotConflict:
     interval = req.interval
     tenant = req.principal.tenant
-    lo, hi = interval.start - policy.max_window, interval.end + policy.max_window
-    busy = uow.holds.blocking(tenant, prep.resolved.ids, lo, hi, now)
-    outside = blocks_between(uow, tenant, view, lo, hi)
-    alternatives = conflicts.find_alternatives(
-        [(h.start, h.end) for h in busy if h.blocks_at(now)] + [(b.start, b.end) for b in outside],
+
+    def busy(lo: datetime, hi: datetime) -> list[conflicts.Span]:
+        # The spans only, not the holds: a busy calendar has hundreds of them
+        # over the horizon, and reading each whole was most of a refusal.
+        spans = uow.holds.blocking_spans(tenant, prep.resolved.ids, lo, hi, now)
+        return [*spans, *((b.start, b.end) for b in blocks_between(uow, tenant, view, lo, hi))]
+
+    alternatives = conflicts.nearest_free(
+        busy,
         start=interval.start,
         duration=interval.end - interval.start,
         now=now,

@@ -220,3 +220,47 @@ def test_due_for_expiry_lists_held_holds_past_expiry_oldest_expiry_first(db: Db)
     assert (
         db.look(lambda uow: uow.holds.due_for_expiry(at(1) - timedelta(microseconds=1), 10)) == []
     )
+
+
+def _spans(db: Db, attendees: tuple[str, ...], span: Span, now: datetime = NOW) -> list[Span]:
+    start, end = at(span[0]), at(span[1])
+    found = db.look(lambda uow: uow.holds.blocking_spans("acme", attendees, start, end, now))
+    return [
+        ((s - NOW) // timedelta(minutes=1), (e - NOW) // timedelta(minutes=1)) for s, e in found
+    ]
+
+
+def test_blocking_spans_are_the_spans_of_the_blocking_holds_each_once(db: Db) -> None:
+    # What a refusal's search for alternatives avoids: exactly what ``blocking``
+    # lists (a hold of two of the attendees once), by start then end.
+    _add(
+        db,
+        hold("hold_1", attendees=("a", "b"), start=at(120), end=at(150), expires_at=at(10)),
+        hold("hold_2", attendees=("a",), start=at(60), end=at(120), status=HoldStatus.COMMITTED,
+             expires_at=at(-60)),
+        hold("hold_3", attendees=("c",), start=at(60), end=at(90)),
+        hold("hold_4", attendees=("a",), start=at(150), end=at(180), expires_at=at(5)),
+        hold("hold_5", attendees=("b",), start=at(180), end=at(210), status=HoldStatus.RELEASED),
+        hold("hold_6", tenant="other", attendees=("a",), start=at(210), end=at(240)),
+        hold("hold_7", attendees=("b",), start=at(300), end=at(330)),
+    )  # fmt: skip
+    assert _spans(db, ("a", "b", "c"), (0, 300)) == [(60, 90), (60, 120), (120, 150), (150, 180)]
+    assert _spans(db, ("a", "b"), (0, 300), now=at(5)) == [(60, 120), (120, 150)]
+    assert _spans(db, ("b",), (150, 301)) == [(300, 330)]  # touching spans do not overlap
+    assert _spans(db, ("z",), (0, 400)) == []
+    everyone, window = ("a", "b", "c"), (at(0), at(400))
+    held = db.look(lambda uow: uow.holds.blocking("acme", everyone, *window, NOW))
+    assert _spans(db, everyone, (0, 400)) == sorted(
+        ((h.start - NOW) // timedelta(minutes=1), (h.end - NOW) // timedelta(minutes=1))
+        for h in held
+    )
+
+
+def test_blocking_spans_see_a_hold_as_long_as_allowed_from_its_last_microsecond(db: Db) -> None:
+    end = at(60) + MAX_HOLD
+    _add(db, hold("hold_1", start=at(60), end=end, expires_at=at(60 * 48)))
+    last_us = end - timedelta(microseconds=1)
+    found = db.look(
+        lambda uow: uow.holds.blocking_spans("acme", ["att_a"], last_us, end + MAX_HOLD, NOW)
+    )
+    assert found == [(at(60), end)]

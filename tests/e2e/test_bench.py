@@ -86,7 +86,11 @@ def test_throughput_on_sqlite_prints_writes_and_plots(tmp_path: Path) -> None:
         creates["req_per_s"] / reference["req_per_s"], rel=0.01)  # fmt: skip
     assert creates["p99_ratio_to_reference"] == pytest.approx(
         creates["p99_ms"] / reference["p99_ms"], rel=0.01)  # fmt: skip
-    assert "SQLite creates at 16 agents (target at 64): rate / reference" in done.stdout
+    assert creates["cpu_ratio_to_reference"] == pytest.approx(
+        creates["server_cpu_us_per_call"] / reference["server_cpu_us_per_call"], rel=0.01)  # fmt: skip
+    said = "SQLite creates at 16 agents (target at 64)"
+    assert f"{said}: rate / reference" in done.stdout
+    assert f"{said}: server CPU per create / the reference's" in done.stdout
     assert "0 violations" in done.stdout  # the history checker ran
     assert png.read_bytes().startswith(PNG)
 
@@ -100,7 +104,20 @@ def test_replay_answers_every_duplicate_from_the_ledger(tmp_path: Path) -> None:
     assert found["replays"]["replayed"] == found["replays"]["requests"] == 200
     assert found["replays"]["ratio_to_fresh"] == pytest.approx(
         found["replays"]["req_per_s"] / found["creates"]["req_per_s"], rel=0.01)  # fmt: skip
-    assert "replays / fresh creates, rate" in done.stdout
+    fresh, again = found["creates"], found["replays"]
+    assert again["cpu_ratio_to_fresh"] == pytest.approx(
+        fresh["server_cpu_us_per_call"] / again["server_cpu_us_per_call"], rel=0.01)  # fmt: skip
+    assert _target(done, "replays / fresh creates, rate")[1:] == (">=", "3")
+    assert _target(done, "replays / fresh creates, by server CPU")[1:] == (">=", "3")
+    assert "0 violations" in done.stdout  # the history checker ran
+
+
+def _target(done: subprocess.CompletedProcess[str], name: str) -> tuple[float, str, str]:
+    """The measured figure, the comparison and the threshold of the target line ``name``."""
+    lines = [line for line in done.stdout.splitlines() if line.strip().startswith(name)]
+    assert len(lines) == 1, done.stdout
+    measured, sign, threshold = lines[0].split()[-4:-1]
+    return float(measured), sign, threshold
 
 
 def test_baseline_measures_echo_and_reference(tmp_path: Path) -> None:
@@ -188,7 +205,9 @@ def test_throughput_on_postgresql_with_two_workers(postgres: PgServer, tmp_path:
                   "--requests", "100", "--concurrency", "8", "--json", str(out))  # fmt: skip
     found = _measured(done, out)
     assert {(d["db"], d["workers"]) for d in found.values()} == {("postgresql", 2)}
-    assert "PostgreSQL creates, 2 worker(s) (target at 2): rate / reference" in done.stdout
+    said = "PostgreSQL creates, 2 worker(s) (target at 2)"
+    assert _target(done, f"{said}, 1 tenant: rate / reference")[1:] == (">=", "0.7")
+    assert "0 violations" in done.stdout
     assert _bench_databases(postgres) == []  # dropped
 
 

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +38,15 @@ from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Phase, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.recording import Recorder, calls_of, check_history
-from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
+from slotward.benchmarks.results import (
+    Outcome,
+    Result,
+    Settings,
+    Target,
+    percentile,
+    pooled,
+    ratio,
+)
 from slotward.benchmarks.servers import make_keys, slotward_server, workspace
 from slotward.engine.model import Principal
 
@@ -131,7 +138,7 @@ async def _measure(
                 check_warmup(outcome, answer["phases"][:1])
                 done[name].append(answer["phases"][1])
                 records += [p["records"] for p in answer["phases"]]
-    return _pooled(done["alone"]), _pooled(done["waiters"]), answers, records
+    return pooled(done["alone"]), pooled(done["waiters"]), answers, records
 
 
 async def _crowded(
@@ -159,28 +166,6 @@ async def _crowded(
         sent[n] = time.perf_counter()
         await _complete(session, base, waits, n, token)
     return answer, list(await asyncio.gather(*crowd))
-
-
-def _pooled(phases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Phases of one kind as one: their calls and times added up."""
-    out: dict[str, Any] = {
-        "requests": 0, "seconds": 0.0, "latencies_ms": [], "errors": 0, "error_samples": [],
-        "cpu_seconds": 0.0, "replayed": 0, "statuses": Counter(), "codes": Counter(),
-        "stopped_early": False,
-    }  # fmt: skip
-    for p in phases:
-        for name in ("requests", "seconds", "errors", "cpu_seconds", "replayed"):
-            out[name] += p[name]
-        if p.get("server_cpu_seconds") is not None:
-            out["server_cpu_seconds"] = out.get("server_cpu_seconds", 0.0) + p["server_cpu_seconds"]
-        out["latencies_ms"] += p["latencies_ms"]
-        out["error_samples"] += p["error_samples"]
-        out["statuses"].update(p["statuses"])
-        out["codes"].update(p["codes"])
-        out["stopped_early"] |= bool(p["stopped_early"])
-    out["latencies_ms"].sort()
-    out["statuses"], out["codes"] = dict(out["statuses"]), dict(out["codes"])
-    return out
 
 
 def _execution(i: int) -> dict[str, Any]:

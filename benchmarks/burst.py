@@ -33,7 +33,7 @@ from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Phase, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.recording import calls_of, check_history
-from slotward.benchmarks.results import Outcome, Result, Settings, Target, pooled, ratio
+from slotward.benchmarks.results import Outcome, Result, Settings, Target, cpu_ratio, pooled, ratio
 from slotward.benchmarks.servers import (
     Databases,
     make_keys,
@@ -97,8 +97,7 @@ def burst(settings: Settings) -> Outcome:
     _judge(outcome, mine, done, c)
     mine.extra |= {"bursts": len(done), "max_ms": round(max(_latencies(done), default=0.0), 2),
                    "p99_ratio_to_reference": ratio(mine.p99_ms, reference.p99_ms)}  # fmt: skip
-    a, b = mine.server_cpu_us_per_call, reference.server_cpu_us_per_call
-    mine.extra["cpu_ratio_to_reference"] = None if a is None or b is None else ratio(a, b)
+    mine.extra["cpu_ratio_to_reference"] = cpu_ratio(mine, reference)
     return outcome
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "Result",
     "Settings",
     "Target",
+    "cpu_ratio",
     "db_kind",
     "percentile",
     "pooled",
@@ -139,6 +140,12 @@ class Result:
         """The JSON object: the fields, with ``extra`` merged in."""
         doc = asdict(self)
         return {**{k: v for k, v in doc.items() if k != "extra"}, **self.extra}
+
+
+def cpu_ratio(mine: Result, other: Result) -> float | None:
+    """``mine``'s server CPU per call over ``other``'s; None where either was not measured."""
+    a, b = mine.server_cpu_us_per_call, other.server_cpu_us_per_call
+    return None if a is None or b is None else ratio(a, b)
 
 
 @dataclass(frozen=True)

@@ -36,11 +36,11 @@ from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Phase, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.recording import calls_of, check_history
-from slotward.benchmarks.results import Outcome, Result, Settings, Target, ratio
+from slotward.benchmarks.results import Outcome, Result, Settings, Target, cpu_ratio, ratio
 from slotward.benchmarks.servers import make_keys, slotward_server, workspace
 from slotward.engine.model import Principal
 
-__all__ = ["replay", "throughput"]
+__all__ = ["creates_against_reference", "replay", "replays_against_fresh", "throughput"]
 
 
 def _agents(settings: Settings, tenants: int = 1) -> list[Principal]:
@@ -96,35 +96,26 @@ def throughput(settings: Settings, *, tenants: int = 1) -> Outcome:
     for name, p in zip(("commits", "releases"), done[1:], strict=True):
         if p["skipped"]:
             outcome.problems.append(f"{name}: {p['skipped']} skipped, their create failed")
-    fresh = mine[0]
-    fresh.extra["tenants"] = tenants
-    fresh.extra["ratio_to_reference"] = ratio(fresh.req_per_s, reference.req_per_s)
-    fresh.extra["p99_ratio_to_reference"] = ratio(fresh.p99_ms, reference.p99_ms)
-    fresh.extra["cpu_ratio_to_reference"] = _cpu_ratio(fresh, reference)
-    outcome.targets += _targets(settings, fresh, tenants)
+    outcome.targets += creates_against_reference(settings, mine[0], reference, tenants)
     return outcome
 
 
-def _cpu_ratio(mine: Result, other: Result) -> float | None:
-    """``mine``'s server CPU per call over ``other``'s; None where either was not measured."""
-    a, b = mine.server_cpu_us_per_call, other.server_cpu_us_per_call
-    return None if a is None or b is None else ratio(a, b)
-
-
-def _measured(value: float | None) -> float:
-    return math.nan if value is None else value  # not measured: a missed target
-
-
-def _targets(settings: Settings, creates: Result, tenants: int) -> list[Target]:
-    rate, p99 = creates.extra["ratio_to_reference"], creates.extra["p99_ratio_to_reference"]
+def creates_against_reference(
+    settings: Settings, creates: Result, reference: Result, tenants: int = 1
+) -> list[Target]:
+    """Put the ratios of ``creates`` to ``reference`` in its extras; the issue's targets."""
+    rate = creates.extra["ratio_to_reference"] = ratio(creates.req_per_s, reference.req_per_s)
+    p99 = creates.extra["p99_ratio_to_reference"] = ratio(creates.p99_ms, reference.p99_ms)
+    cpu = creates.extra["cpu_ratio_to_reference"] = cpu_ratio(creates, reference)
+    creates.extra["tenants"] = tenants
     c, w = settings.concurrency, settings.workers
     if settings.db_kind == "sqlite":
         said = f"SQLite creates at {c} agents (target at 64)"
         return [
             Target(f"{said}: rate / reference", rate, 0.5, True),
             Target(f"{said}: p99 / reference", p99, 3.0, False),
-            Target(f"{said}: server CPU per create / the reference's",
-                   _measured(creates.extra["cpu_ratio_to_reference"]), 2.0, False),
+            Target(f"{said}: server CPU per create / the reference's", _measured(cpu), 2.0,
+                   False),
         ]  # fmt: skip
     # The issue's targets: 0.7 with one tenant, 0.6 with 16 (a tenant's writes queue
     # on its lock; more tenants run side by side but share the pool and the server).
@@ -132,6 +123,23 @@ def _targets(settings: Settings, creates: Result, tenants: int) -> list[Target]:
     goal = 0.7 if tenants == 1 else 0.6
     return [Target(f"PostgreSQL creates, {w} worker(s) (target at 2), {said}: rate / reference",
                    rate, goal, True)]  # fmt: skip
+
+
+def replays_against_fresh(fresh: Result, again: Result) -> list[Target]:
+    """Put the ratios of the replays ``again`` to the ``fresh`` creates in its extras;
+    the issue's targets (the same goal by rate and by server CPU)."""
+    rate = again.extra["ratio_to_fresh"] = ratio(again.req_per_s, fresh.req_per_s)
+    # The other way round from the rate: how many replays one fresh create's CPU buys.
+    cpu = again.extra["cpu_ratio_to_fresh"] = cpu_ratio(fresh, again)
+    return [
+        Target("replays / fresh creates, rate", rate, 3.0, True),
+        Target("replays / fresh creates, by server CPU (a create's us/call / a replay's)",
+               _measured(cpu), 3.0, True),
+    ]  # fmt: skip
+
+
+def _measured(value: float | None) -> float:
+    return math.nan if value is None else value  # not measured: a missed target
 
 
 def replay(settings: Settings) -> Outcome:
@@ -150,12 +158,5 @@ def replay(settings: Settings) -> Outcome:
         outcome.problems.append(f"{done[0]['replayed']} fresh creates were answered as "
                                 f"replays, {done[1]['requests'] - done[1]['replayed']} "
                                 "replays as fresh")  # fmt: skip
-    again.extra["ratio_to_fresh"] = ratio(again.req_per_s, fresh.req_per_s)
-    # The other way round from the rate: how many replays one fresh create's CPU buys.
-    again.extra["cpu_ratio_to_fresh"] = _cpu_ratio(fresh, again)
-    outcome.targets += [
-        Target("replays / fresh creates, rate", again.extra["ratio_to_fresh"], 3.0, True),
-        Target("replays / fresh creates, by server CPU (a create's us/call / a replay's)",
-               _measured(again.extra["cpu_ratio_to_fresh"]), 3.0, True),
-    ]  # fmt: skip
+    outcome.targets += replays_against_fresh(fresh, again)
     return outcome

@@ -23,6 +23,9 @@ def test_burst_serves_every_never_seen_key_and_checks_the_history(tmp_path: Path
     assert mine["statuses"] == reference["statuses"] == {"201": 80}  # two bursts of 40
     assert (mine["bursts"], mine["concurrency"], mine["replayed"]) == (2, 40, 0)
     assert mine["max_ms"] >= mine["p99_ms"]
+    assert 0 <= mine["sent_within_ms"] < mine["max_ms"]  # sent together, not one by one
+    assert f"burst: each burst's 40 creates were sent within {mine['sent_within_ms']:.1f} ms" in (
+        done.stdout)  # fmt: skip
     assert mine["p99_ratio_to_reference"] == pytest.approx(
         mine["p99_ms"] / reference["p99_ms"], rel=0.01)  # fmt: skip
     assert mine["cpu_ratio_to_reference"] == pytest.approx(

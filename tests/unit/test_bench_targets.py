@@ -10,6 +10,8 @@ import aiohttp
 import pytest
 from aiohttp import web
 
+from slotward.api.config import Config
+from slotward.api.http.edges import build_runner
 from slotward.benchmarks.burst import bursts
 from slotward.benchmarks.recording import Recorder
 from slotward.benchmarks.results import Result, Settings, Target, pooled
@@ -102,7 +104,7 @@ async def test_the_recorder_keeps_answered_and_unanswered_calls() -> None:
     app = web.Application()
     app.router.add_post("/ok", created)
     app.router.add_post("/gone", reset)
-    runner = web.AppRunner(app, access_log=None)
+    runner = build_runner(app, Config(), shutdown_timeout=0.5)  # served as slotward serves
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()

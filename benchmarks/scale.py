@@ -27,7 +27,7 @@ from slotward.benchmarks.baseline import check_warmup, plan, warm_count
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Call, create_call, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
-from slotward.benchmarks.recent_snapshot import recent_snapshot
+from slotward.benchmarks.recent_snapshot import mark, recent_snapshot
 from slotward.benchmarks.recording import calls_of, check_history
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, ratio
 from slotward.benchmarks.servers import Databases, make_keys, slotward_server, workspace
@@ -92,7 +92,7 @@ def _one_size(settings: Settings, databases: Databases, outcome: Outcome, size: 
     warming = max(c, warm_count(settings))
     calls = claims(warming + settings.requests, seeded.attendees, seeded.free_from, c)
     rounds = 1 if settings.workers == 1 else 2 * settings.workers
-    since = to_us(SystemClock().now()) - _MARGIN_US  # every row the calls write is newer
+    since = mark(url, to_us(SystemClock().now()) - _MARGIN_US)  # all the calls write is newer
     with slotward_server(url, settings.workers, databases.workdir) as base:
         warm = warmup(base, c, c, future_start(), creates=0, rounds=rounds, record=True)
         warm.append(phase("warm claims", base, one_per_task(calls[:warming]), concurrency=c,
@@ -106,6 +106,5 @@ def _one_size(settings: Settings, databases: Databases, outcome: Outcome, size: 
     result.extra |= {"stored_holds": seeded.holds, "seed_seconds": round(seeded.seconds, 1)}
     # The warm-up's creates and claims, and the measured claims (not the key checks: GETs).
     recorded = [x for p in (*warmed[-2:], done) for x in calls_of(p["records"], principals)]
-    window = to_us(seeded.free_from)
-    check_history(outcome, url, recorded, lambda: recent_snapshot(url, since, window),
+    check_history(outcome, url, recorded, lambda: recent_snapshot(url, since, recorded),
                   label=f"{size:,} holds")  # fmt: skip

@@ -97,9 +97,11 @@ def _common(sub: argparse.ArgumentParser, name: str) -> None:
             help=f"concurrent agents, one connection and key each (default {default})",
         )  # fmt: skip
     requests = 1000 if name == "burst" else 2000  # a burst: 5 of 200
+    said = "creates in all, in bursts of --concurrency" if name == "burst" else (
+        "requests per measured scenario")  # fmt: skip
     if name != "race":  # a race's calls follow from its agents
         sub.add_argument("--requests", type=int, default=requests,
-                         help=f"requests per measured scenario (default {requests})")  # fmt: skip
+                         help=f"{said} (default {requests})")  # fmt: skip
     sub.add_argument("--seconds", type=float, default=60.0,
                      help="time bound per measured scenario (default 60)")  # fmt: skip
     sub.add_argument("--json", type=Path, help="write the results as JSON here")

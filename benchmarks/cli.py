@@ -16,7 +16,7 @@ __all__ = ["ABOUT", "add_bench_parser", "run_bench"]
 ABOUT = """\
 Measure slotward against baselines measured in the same run, and check it.
 
-    slotward bench baseline|throughput|replay|race|scale|waiters|relay|providers
+    slotward bench baseline|throughput|replay|burst|race|scale|waiters|relay|providers
         [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]
@@ -36,6 +36,7 @@ _COMMANDS = {
     "baseline": "the ceilings: a bare JSON echo server and a minimal reference server",
     "throughput": "uncontended creates, commits and releases, against the reference",
     "replay": "replayed duplicates against fresh creates",
+    "burst": "never-seen keys arriving together on as many connections: every one served",
     "race": "many agents racing for a few slots; checks every invariant",
     "scale": "claim latency with many stored holds",
     "conflicts": "refused claims on full calendars (409 with alternatives) against fresh creates",
@@ -87,7 +88,7 @@ def _common(sub: argparse.ArgumentParser, name: str) -> None:
         "--workers", type=int, default=1,
         help="server processes, for slotward and the reference (default 1)",
     )  # fmt: skip
-    default = 8 if name in ("scale", "waiters") else 64
+    default = {"scale": 8, "waiters": 8, "burst": 200}.get(name, 64)
     if name == "race":  # --agents is the number of racing agents; they share the connections
         sub.add_argument("--concurrency", type=int, default=default,
                          help=f"concurrent connections (default {default})")  # fmt: skip
@@ -96,10 +97,12 @@ def _common(sub: argparse.ArgumentParser, name: str) -> None:
             "--concurrency", "--agents", dest="concurrency", type=int, default=default,
             help=f"concurrent agents, one connection and key each (default {default})",
         )  # fmt: skip
-    requests = 2000
+    requests = 1000 if name == "burst" else 2000  # a burst: 5 of 200
+    said = "creates in all, in bursts of --concurrency" if name == "burst" else (
+        "requests per measured scenario")  # fmt: skip
     if name != "race":  # a race's calls follow from its agents
         sub.add_argument("--requests", type=int, default=requests,
-                         help=f"requests per measured scenario (default {requests})")  # fmt: skip
+                         help=f"{said} (default {requests})")  # fmt: skip
     sub.add_argument("--seconds", type=float, default=60.0,
                      help="time bound per measured scenario (default 60)")  # fmt: skip
     sub.add_argument("--json", type=Path, help="write the results as JSON here")
@@ -168,6 +171,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
 
         return throughput(settings, tenants=args.tenants) if args.bench == "throughput" else (
             replay(settings))  # fmt: skip
+    if args.bench == "burst":
+        from slotward.benchmarks.burst import burst
+
+        return burst(settings)
     if args.bench == "race":
         from slotward.benchmarks.race import race
 

@@ -58,7 +58,7 @@ from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Call, create_call, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.radicale import Radicale, radicale_server, require_radicale
-from slotward.benchmarks.recording import calls_of, violations
+from slotward.benchmarks.recording import calls_of, check_history
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
 from slotward.benchmarks.servers import (
     ServerFailed,
@@ -105,9 +105,7 @@ def providers(settings: Settings, *, events: int = 1000, series: int = 50) -> Ou
             claimed = run.claims()
             mirrored = run.mirror(events, series)
         calls = [call for records in run.records for call in calls_of(records, principals)]
-        found = violations(url, calls)
-        outcome.problems += found
-        outcome.notes.append(f"history: {len(calls)} calls checked, {len(found)} violations")
+        check_history(outcome, url, calls)
         blocks = _blocks(url, [m["attendee"] for m in mirrored["reads"]])
     bound, readonly, _ = _claim_results(settings, claimed, outcome)
     _mirror_result(settings, mirrored, blocks, events, series, outcome)

@@ -17,6 +17,7 @@ In the same run, on a fresh database and server, as many uncontended creates
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -76,14 +77,16 @@ def _race(
     check_warmup(outcome, warmed)
     result = outcome.add(Result.of("race", raced, settings, c), raced)
     calls = calls_of(warmed[-1]["records"], principals) + calls_of(raced["records"], principals)
+    started = time.perf_counter()
     snapshot = load_snapshot(url)
     now = datetime.now(UTC)  # the snapshot's instant
     found = verdict(calls, snapshot, now, slots)
+    took = time.perf_counter() - started
     outcome.problems += found
     won = sum(len(ids) for ids in winners(snapshot, now, slots).values())
     result.extra |= {"calls_checked": len(calls), "violations": len(found)}
-    outcome.notes.append(f"race: {won} winners for {slots} slots; {len(calls)} calls checked, "
-                         f"{len(found)} violations")  # fmt: skip
+    outcome.notes.append(f"race: {won} winners for {slots} slots; {len(calls)} calls checked "
+                         f"in {took:.1f} s, {len(found)} violations")  # fmt: skip
     return result, won
 
 

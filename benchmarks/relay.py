@@ -21,7 +21,9 @@ Two phases, on one server:
 
 Targets: relay rate / bare client >= 0.5; lag p99 <= 1 s at 64 agents. The
 server's CPU per event (its creates included) is read from /proc/<pid>/stat
-where there is one.
+where there is one. Every create is recorded and the history checked against
+the database after the server stopped (benchmarks/recording.py): a violation
+fails the run.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ import aiohttp
 from aiohttp import web
 
 from slotward.benchmarks.cpu import per_call_us, tree_cpu_seconds
+from slotward.benchmarks.recording import Recorder, check_history
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
 from slotward.benchmarks.servers import (
     make_keys,
@@ -92,8 +95,11 @@ def relay(settings: Settings) -> Outcome:
     with workspace(settings.db) as databases, _relay_env():
         url = databases.fresh("relay")
         keys = make_keys(url, [admin, *agents])
+        recorder = Recorder()
+        creators = list(zip(agents, keys[1:], strict=True))
         with slotward_server(url, settings.workers, databases.workdir) as base:
-            measured = asyncio.run(_measure(settings, base, keys[0], keys[1:], n))
+            measured = asyncio.run(_measure(settings, base, keys[0], creators, n, recorder))
+        check_history(outcome, url, recorder.calls)
     mine, bare = _results(settings, measured, outcome)
     mine.extra["ratio_to_bare_client"] = ratio(mine.req_per_s, bare.req_per_s)
     outcome.targets += [
@@ -118,7 +124,12 @@ def _relay_env() -> Iterator[None]:
 
 
 async def _measure(
-    settings: Settings, base: str, admin: str, agents: Sequence[str], n: int
+    settings: Settings,
+    base: str,
+    admin: str,
+    agents: Sequence[tuple[Principal, str]],
+    n: int,
+    recorder: Recorder,
 ) -> dict[str, Any]:
     receiver = _Receiver()
     app = web.Application()
@@ -136,7 +147,8 @@ async def _measure(
             cpu = _cpu_seconds(pid)
             receiver.gate.set()  # the lag: answered at once
             started = time.perf_counter()
-            returned, errors = await _create(session, base, agents, n, settings.seconds, "lag")
+            returned, errors = await _create(session, base, agents, n, settings.seconds, "lag",
+                                             recorder)  # fmt: skip
             creating = time.perf_counter() - started
             await _wait_delivered(receiver, returned, settings.seconds)
             lag_arrivals = dict(receiver.arrivals)
@@ -144,7 +156,8 @@ async def _measure(
             receiver.gate.clear()  # the drain: a backlog builds up behind the closed gate
             receiver.arrivals, receiver.requests, receiver.all_in = {}, [], asyncio.Event()
             receiver.count = 0
-            backlog, more = await _create(session, base, agents, n, settings.seconds, "drain")
+            backlog, more = await _create(session, base, agents, n, settings.seconds, "drain",
+                                          recorder)  # fmt: skip
             opened = time.time()
             receiver.gate.set()
             await _wait_delivered(receiver, backlog, settings.seconds)
@@ -170,19 +183,20 @@ async def _subscribe(session: aiohttp.ClientSession, base: str, key: str, url: s
 async def _create(
     session: aiohttp.ClientSession,
     base: str,
-    agents: Sequence[str],
+    agents: Sequence[tuple[Principal, str]],
     n: int,
     seconds: float,
     phase: str,
+    recorder: Recorder,
 ) -> tuple[dict[str, float], list[str]]:
-    """``n`` creates by the agents side by side; when each create returned, by hold id."""
+    """``n`` creates by the agents side by side, each recorded; when each create
+    returned, by hold id."""
     returned: dict[str, float] = {}
     errors: list[str] = []
     todo = iter(range(n))
     deadline = time.monotonic() + seconds
 
-    async def agent(key: str) -> None:
-        headers = {"Authorization": f"Bearer {key}"}
+    async def agent(who: Principal, key: str) -> None:
         for i in todo:
             if time.monotonic() > deadline:
                 return
@@ -190,14 +204,16 @@ async def _create(
                     "attendees": [f"room-{phase}-{i}@example.com"],
                     "start": "2031-03-04T10:00:00Z",
                     "duration_minutes": 30, "title": f"relay {i}"}  # fmt: skip
-            async with session.post(f"{base}/v1/holds", json=body, headers=headers) as resp:
-                doc = await resp.json(content_type=None)
-                if resp.status == 201:
-                    returned[str(doc["id"])] = time.time()
-                elif len(errors) < 5:
-                    errors.append(f"{resp.status} {doc.get('code')}")
+            status, raw, _ = await recorder.post(session, f"{base}/v1/holds", body, who=who,
+                                                 secret=key, op="create",
+                                                 intent=f"relay-{phase}-{i}")  # fmt: skip
+            doc = json.loads(raw) if raw else {}
+            if status == 201:
+                returned[str(doc["id"])] = time.time()
+            elif len(errors) < 5:
+                errors.append(f"{status} {doc.get('code')}")
 
-    await asyncio.gather(*(agent(k) for k in agents))
+    await asyncio.gather(*(agent(who, k) for who, k in agents))
     return returned, errors
 
 

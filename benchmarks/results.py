@@ -9,13 +9,24 @@ not comparable between runs.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from slotward.benchmarks.cpu import per_call_us
 
-__all__ = ["Outcome", "Result", "Settings", "Target", "db_kind", "percentile", "ratio"]
+__all__ = [
+    "Outcome",
+    "Result",
+    "Settings",
+    "Target",
+    "cpu_ratio",
+    "db_kind",
+    "percentile",
+    "pooled",
+    "ratio",
+]
 
 
 def db_kind(db: str) -> str:
@@ -53,6 +64,28 @@ def percentile(sorted_values: Sequence[float], q: float) -> float:
 def ratio(numerator: float, denominator: float) -> float:
     """``numerator / denominator``, rounded; ``inf`` when the denominator is zero."""
     return round(numerator / denominator, 3) if denominator else math.inf
+
+
+def pooled(phases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """Load generator phases of one kind as one: their calls, times and CPU added up."""
+    out: dict[str, Any] = {
+        "requests": 0, "seconds": 0.0, "latencies_ms": [], "errors": 0, "error_samples": [],
+        "cpu_seconds": 0.0, "replayed": 0, "statuses": Counter(), "codes": Counter(),
+        "stopped_early": False,
+    }  # fmt: skip
+    for p in phases:
+        for name in ("requests", "seconds", "errors", "cpu_seconds", "replayed"):
+            out[name] += p[name]
+        if p.get("server_cpu_seconds") is not None:
+            out["server_cpu_seconds"] = out.get("server_cpu_seconds", 0.0) + p["server_cpu_seconds"]
+        out["latencies_ms"] += p["latencies_ms"]
+        out["error_samples"] += p["error_samples"]
+        out["statuses"].update(p["statuses"])
+        out["codes"].update(p["codes"])
+        out["stopped_early"] |= bool(p["stopped_early"])
+    out["latencies_ms"].sort()
+    out["statuses"], out["codes"] = dict(out["statuses"]), dict(out["codes"])
+    return out
 
 
 @dataclass
@@ -107,6 +140,12 @@ class Result:
         """The JSON object: the fields, with ``extra`` merged in."""
         doc = asdict(self)
         return {**{k: v for k, v in doc.items() if k != "extra"}, **self.extra}
+
+
+def cpu_ratio(mine: Result, other: Result) -> float | None:
+    """``mine``'s server CPU per call over ``other``'s; None where either was not measured."""
+    a, b = mine.server_cpu_us_per_call, other.server_cpu_us_per_call
+    return None if a is None or b is None else ratio(a, b)
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,11 @@ creates on the seeded attendees at free times, so every claim runs the
 overlap check against a calendar as full as the size makes it. The latencies
 are reported per size and as ratios to the smallest size; the target is the
 largest size at most 1.3x the smallest (p50 and p99).
+
+Every create and claim is recorded and the history checked after each size's
+server stopped, against the rows the calls can touch
+(benchmarks/recent_snapshot.py: reading a million seeded holds back would
+take longer than the claims): a violation fails the run.
 """
 
 from __future__ import annotations
@@ -17,18 +22,23 @@ import sys
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 
+from slotward.adapters.store.instants import to_us
 from slotward.benchmarks.baseline import check_warmup, plan, warm_count
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Call, create_call, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
+from slotward.benchmarks.recent_snapshot import mark, recent_snapshot
+from slotward.benchmarks.recording import calls_of, check_history
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, ratio
 from slotward.benchmarks.servers import Databases, make_keys, slotward_server, workspace
+from slotward.engine.clock import SystemClock
 from slotward.engine.model import Principal
 
 __all__ = ["claims", "scale"]
 
 TENANT = "bench"
 _MINUTES = 30
+_MARGIN_US = 1_000_000  # the server's clock is this machine's: a second is plenty
 
 
 def claims(count: int, attendees: Sequence[str], free_from: datetime, agents: int) -> list[Call]:
@@ -82,14 +92,19 @@ def _one_size(settings: Settings, databases: Databases, outcome: Outcome, size: 
     warming = max(c, warm_count(settings))
     calls = claims(warming + settings.requests, seeded.attendees, seeded.free_from, c)
     rounds = 1 if settings.workers == 1 else 2 * settings.workers
+    since = mark(url, to_us(SystemClock().now()) - _MARGIN_US)  # all the calls write is newer
     with slotward_server(url, settings.workers, databases.workdir) as base:
-        warm = warmup(base, c, c, future_start(), creates=0, rounds=rounds)
+        warm = warmup(base, c, c, future_start(), creates=0, rounds=rounds, record=True)
         warm.append(phase("warm claims", base, one_per_task(calls[:warming]), concurrency=c,
-                          seconds=120, expect=(201,)))  # fmt: skip
+                          seconds=120, expect=(201,), record=True))  # fmt: skip
         measured = phase(f"claims-{size}", base, one_per_task(calls[warming:]), concurrency=c,
-                         seconds=settings.seconds, expect=(201,))  # fmt: skip
+                         seconds=settings.seconds, expect=(201,), record=True)  # fmt: skip
         answer = drive(plan(settings, [*warm, measured], keys))
     *warmed, done = answer["phases"]
     check_warmup(outcome, warmed)
     result = outcome.add(Result.of(f"claims-{size}", done, settings, c), done)
     result.extra |= {"stored_holds": seeded.holds, "seed_seconds": round(seeded.seconds, 1)}
+    # The warm-up's creates and claims, and the measured claims (not the key checks: GETs).
+    recorded = [x for p in (*warmed[-2:], done) for x in calls_of(p["records"], principals)]
+    check_history(outcome, url, recorded, lambda: recent_snapshot(url, since, recorded),
+                  label=f"{size:,} holds")  # fmt: skip

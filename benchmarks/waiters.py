@@ -16,14 +16,19 @@ answered with that completion (200, replayed), else the run fails; how long
 after its completion was sent is noted (one process, or PostgreSQL: a signal,
 milliseconds; SQLite with several workers: the fallback look, up to
 ``SLOTWARD_WAIT_POLL_SECONDS``).
+
+Every call (the creates, the leases, the waiters' tries, the completions) is
+recorded and the history checked against the database after the server
+stopped (benchmarks/recording.py): a violation fails the run.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
-from collections import Counter
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
@@ -32,7 +37,16 @@ from slotward.benchmarks.baseline import check_warmup, plan, warm_count
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Phase, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
-from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
+from slotward.benchmarks.recording import Recorder, calls_of, check_history
+from slotward.benchmarks.results import (
+    Outcome,
+    Result,
+    Settings,
+    Target,
+    percentile,
+    pooled,
+    ratio,
+)
 from slotward.benchmarks.servers import make_keys, slotward_server, workspace
 from slotward.engine.model import Principal
 
@@ -53,8 +67,13 @@ def waiters(settings: Settings, *, count: int) -> Outcome:
     with workspace(settings.db) as databases:
         url = databases.fresh("waiters")
         keys = make_keys(url, principals)
+        waits = _Waits(principals[-1], keys[-1], Recorder())
         with slotward_server(url, settings.workers, databases.workdir) as base:
-            alone, crowded, answers = asyncio.run(_measure(settings, base, keys, count, outcome))
+            alone, crowded, answers, records = asyncio.run(
+                _measure(settings, base, keys, count, outcome, waits)
+            )
+        calls = [c for p in records for c in calls_of(p, principals)]
+        check_history(outcome, url, [*calls, *waits.recorder.calls])
     mine = outcome.add(Result.of("alone", alone, settings, c), alone)
     with_them = outcome.add(Result.of("waiters", crowded, settings, c), crowded)
     with_them.extra["waiters"] = count
@@ -67,15 +86,32 @@ def waiters(settings: Settings, *, count: int) -> Outcome:
     return outcome
 
 
+@dataclass(frozen=True)
+class _Waits:
+    """Who leases and waits (tenant ``bench-waits``), and the recorder of those calls."""
+
+    who: Principal
+    secret: str
+    recorder: Recorder
+
+
 async def _measure(
-    settings: Settings, base: str, keys: Sequence[str], count: int, outcome: Outcome
-) -> tuple[Mapping[str, Any], Mapping[str, Any], list[tuple[int, bool, float]]]:
-    """The ``alone`` and ``waiters`` phases (each pooled over ``ROUNDS``), and each
-    waiter's final answer (status, replayed, seconds from its completion's sending)."""
+    settings: Settings,
+    base: str,
+    keys: Sequence[str],
+    count: int,
+    outcome: Outcome,
+    waits: _Waits,
+) -> tuple[Mapping[str, Any], Mapping[str, Any], list[tuple[int, bool, float]], list[Any]]:
+    """The ``alone`` and ``waiters`` phases (each pooled over ``ROUNDS``), each
+    waiter's final answer (status, replayed, seconds from its completion's sending),
+    and the load generator's records of every create."""
     c, s = settings.concurrency, settings.seconds
     start = future_start()
-    warm = warmup(base, len(keys), c, start, creates=warm_count(settings))
-    check_warmup(outcome, (await asyncio.to_thread(drive, plan(settings, warm, keys)))["phases"])
+    warm = warmup(base, len(keys), c, start, creates=warm_count(settings), record=True)
+    warmed = (await asyncio.to_thread(drive, plan(settings, warm, keys)))["phases"]
+    check_warmup(outcome, warmed)
+    records = [warmed[-1]["records"]]
     per_round = max(1, settings.requests // ROUNDS)
     done: dict[str, list[Mapping[str, Any]]] = {"alone": [], "waiters": []}
     answers: list[tuple[int, bool, float]] = []
@@ -88,18 +124,21 @@ async def _measure(
                 rewarm = fresh_creates(max(c, 20), start, c, f"warm-{label}")
                 creates = fresh_creates(per_round, start, c, label)
                 phases = [
-                    phase(f"warm {label}", base, one_per_task(rewarm), concurrency=c, seconds=120),
+                    phase(f"warm {label}", base, one_per_task(rewarm), concurrency=c, seconds=120,
+                          record=True),
                     phase(name, base, one_per_task(creates), concurrency=c, seconds=s,
-                          expect=(201,)),
+                          expect=(201,), record=True),
                 ]  # fmt: skip
                 if name == "alone":
                     answer = await asyncio.to_thread(drive, plan(settings, phases, keys))
                 else:
-                    answer, woken = await _crowded(session, base, keys, count, r, settings, phases)
+                    answer, woken = await _crowded(session, base, keys, count, r, settings,
+                                                   phases, waits)  # fmt: skip
                     answers += woken
                 check_warmup(outcome, answer["phases"][:1])
                 done[name].append(answer["phases"][1])
-    return _pooled(done["alone"]), _pooled(done["waiters"]), answers
+                records += [p["records"] for p in answer["phases"]]
+    return pooled(done["alone"]), pooled(done["waiters"]), answers, records
 
 
 async def _crowded(
@@ -110,45 +149,23 @@ async def _crowded(
     r: int,
     settings: Settings,
     phases: Sequence[Phase],
+    waits: _Waits,
 ) -> tuple[dict[str, Any], list[tuple[int, bool, float]]]:
     """Run ``phases`` while ``count`` duplicates wait on leases of round ``r``; then
     complete the leases and collect the waiters' answers."""
-    secret = keys[-1]
     calls = [r * LEASES + i for i in range(LEASES)]
-    tokens = [await _lease(session, base, secret, n) for n in calls]
+    tokens = [await _lease(session, base, waits, n) for n in calls]
     sent = dict.fromkeys(calls, 0.0)
     crowd = [
-        asyncio.create_task(_wait(session, base, secret, calls[i % LEASES], sent))
+        asyncio.create_task(_wait(session, base, waits, calls[i % LEASES], sent))
         for i in range(count)
     ]
     await asyncio.sleep(_PARK_SECONDS)
     answer = await asyncio.to_thread(drive, plan(settings, phases, keys))
     for n, token in zip(calls, tokens, strict=True):
         sent[n] = time.perf_counter()
-        await _complete(session, base, secret, n, token)
+        await _complete(session, base, waits, n, token)
     return answer, list(await asyncio.gather(*crowd))
-
-
-def _pooled(phases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Phases of one kind as one: their calls and times added up."""
-    out: dict[str, Any] = {
-        "requests": 0, "seconds": 0.0, "latencies_ms": [], "errors": 0, "error_samples": [],
-        "cpu_seconds": 0.0, "replayed": 0, "statuses": Counter(), "codes": Counter(),
-        "stopped_early": False,
-    }  # fmt: skip
-    for p in phases:
-        for name in ("requests", "seconds", "errors", "cpu_seconds", "replayed"):
-            out[name] += p[name]
-        if p.get("server_cpu_seconds") is not None:
-            out["server_cpu_seconds"] = out.get("server_cpu_seconds", 0.0) + p["server_cpu_seconds"]
-        out["latencies_ms"] += p["latencies_ms"]
-        out["error_samples"] += p["error_samples"]
-        out["statuses"].update(p["statuses"])
-        out["codes"].update(p["codes"])
-        out["stopped_early"] |= bool(p["stopped_early"])
-    out["latencies_ms"].sort()
-    out["statuses"], out["codes"] = dict(out["statuses"]), dict(out["codes"])
-    return out
 
 
 def _execution(i: int) -> dict[str, Any]:
@@ -156,47 +173,45 @@ def _execution(i: int) -> dict[str, Any]:
             "lease_seconds": 300}  # fmt: skip
 
 
-def _auth(secret: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {secret}"}
-
-
-async def _lease(session: aiohttp.ClientSession, base: str, secret: str, i: int) -> str:
-    async with session.post(
-        f"{base}/v1/executions", json=_execution(i), headers=_auth(secret)
-    ) as resp:
-        doc = await resp.json(content_type=None)
-        if resp.status != 201:
-            raise RuntimeError(f"acquiring lease {i}: {resp.status} {doc}")
-        return str(doc["key"]) + " " + str(doc["lease_token"])
+async def _lease(session: aiohttp.ClientSession, base: str, waits: _Waits, i: int) -> str:
+    status, raw, _ = await waits.recorder.post(
+        session, f"{base}/v1/executions", _execution(i), who=waits.who, secret=waits.secret,
+        op="acquire", intent=f"wait-{i}",
+    )  # fmt: skip
+    if status != 201:
+        raise RuntimeError(f"acquiring lease {i}: {status} {raw[:300]!r}")
+    doc = json.loads(raw)
+    return str(doc["key"]) + " " + str(doc["lease_token"])
 
 
 async def _complete(
-    session: aiohttp.ClientSession, base: str, secret: str, i: int, held: str
+    session: aiohttp.ClientSession, base: str, waits: _Waits, i: int, held: str
 ) -> None:
     key, token = held.split(" ")
     body = {"lease_token": token, "outcome": "succeeded", "result": f"sent {i}"}
-    async with session.post(
-        f"{base}/v1/executions/{key}/complete", json=body, headers=_auth(secret)
-    ) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"completing lease {i}: {resp.status} {await resp.text()}")
+    status, raw, _ = await waits.recorder.post(
+        session, f"{base}/v1/executions/{key}/complete", body, who=waits.who,
+        secret=waits.secret, op="complete", target=key, intent=f"complete-{i}",
+    )  # fmt: skip
+    if status != 200:
+        raise RuntimeError(f"completing lease {i}: {status} {raw[:300]!r}")
 
 
 async def _wait(
-    session: aiohttp.ClientSession, base: str, secret: str, i: int, sent: dict[int, float]
+    session: aiohttp.ClientSession, base: str, waits: _Waits, i: int, sent: dict[int, float]
 ) -> tuple[int, bool, float]:
     """Wait on execution ``i`` until it is answered; again after each 409 give-up."""
     body = {**_execution(i), "wait_ms": _WAIT_MS}
     timeout = aiohttp.ClientTimeout(total=_WAIT_MS / 1000 + 30)
     while True:
-        async with session.post(
-            f"{base}/v1/executions", json=body, headers=_auth(secret), timeout=timeout
-        ) as resp:
-            await resp.read()
-            if resp.status == 409 and not sent[i]:
-                continue  # its wait ran out before the completion: wait again
-            replayed = resp.headers.get("Idempotent-Replayed") == "true"
-            return resp.status, replayed, time.perf_counter() - sent[i]
+        status, _, headers = await waits.recorder.post(
+            session, f"{base}/v1/executions", body, who=waits.who, secret=waits.secret,
+            op="acquire", intent=f"wait-{i}", patience=timeout,
+        )  # fmt: skip
+        if status == 409 and not sent[i]:
+            continue  # its wait ran out before the completion: wait again
+        replayed = headers.get("Idempotent-Replayed") == "true"
+        return status, replayed, time.perf_counter() - sent[i]
 
 
 def _judge(outcome: Outcome, answers: Sequence[tuple[int, bool, float]], count: int) -> None:

@@ -1,11 +1,13 @@
 """`slotward bench` run for real, with tiny bounds: what a user reads and parses.
 
-Every subcommand runs on SQLite; ``throughput --workers 2`` and ``race`` run on
-the session's PostgreSQL too, where the benchmark creates its own databases
-and drops them. Nothing here asserts a speed: only that the figures are
-consistent (requests counted, rate = requests / seconds, p50 <= p90 <= p99),
-that every scenario is printed, written and plotted, and that a race on a
-correct server ends with one winner per slot and a clean history.
+Every subcommand runs on SQLite (``burst``: tests/e2e/test_bench_burst.py);
+``throughput --workers 2`` and ``race`` run on the session's PostgreSQL too,
+where the benchmark creates its own databases and drops them. Nothing here
+asserts a speed: only that the figures are consistent (requests counted,
+rate = requests / seconds, p50 <= p90 <= p99), that every scenario is
+printed, written and plotted, that the history checker ran on every run and
+found nothing, and that a race on a correct server ends with one winner per
+slot.
 """
 
 from __future__ import annotations
@@ -87,8 +89,12 @@ def test_throughput_on_sqlite_prints_writes_and_plots(tmp_path: Path) -> None:
         creates["req_per_s"] / reference["req_per_s"], rel=0.01)  # fmt: skip
     assert creates["p99_ratio_to_reference"] == pytest.approx(
         creates["p99_ms"] / reference["p99_ms"], rel=0.01)  # fmt: skip
-    assert "SQLite creates at 16 agents (target at 64): rate / reference" in done.stdout
-    assert "0 violations" in done.stdout  # the history checker ran
+    cpu = creates["server_cpu_us_per_call"] / reference["server_cpu_us_per_call"]
+    assert creates["cpu_ratio_to_reference"] == pytest.approx(cpu, rel=0.01)
+    said = "SQLite creates at 16 agents (target at 64)"
+    assert f"{said}: rate / reference" in done.stdout
+    assert f"{said}: server CPU per create / the reference's" in done.stdout
+    assert _history(done, "history") > 3 * 200  # the history checker ran
     assert png.read_bytes().startswith(PNG)
 
 
@@ -101,7 +107,28 @@ def test_replay_answers_every_duplicate_from_the_ledger(tmp_path: Path) -> None:
     assert found["replays"]["replayed"] == found["replays"]["requests"] == 200
     assert found["replays"]["ratio_to_fresh"] == pytest.approx(
         found["replays"]["req_per_s"] / found["creates"]["req_per_s"], rel=0.01)  # fmt: skip
-    assert "replays / fresh creates, rate" in done.stdout
+    fresh, again = found["creates"], found["replays"]
+    assert again["cpu_ratio_to_fresh"] == pytest.approx(
+        fresh["server_cpu_us_per_call"] / again["server_cpu_us_per_call"], rel=0.01)  # fmt: skip
+    assert _target(done, "replays / fresh creates, rate")[1:] == (">=", "3")
+    assert _target(done, "replays / fresh creates, by server CPU")[1:] == (">=", "3")
+    assert _history(done, "history") > 2 * 200  # the history checker ran
+
+
+def _history(done: subprocess.CompletedProcess[str], said: str) -> int:
+    """How many calls the history checker's note ``said`` checked, with no violation."""
+    notes = [n for n in done.stdout.splitlines() if n.startswith(f"note: {said}: ")]
+    assert len(notes) == 1, done.stdout
+    assert notes[0].endswith(" 0 violations"), notes
+    return int(notes[0].split(": ")[2].split()[0])
+
+
+def _target(done: subprocess.CompletedProcess[str], name: str) -> tuple[float, str, str]:
+    """The measured figure, the comparison and the threshold of the target line ``name``."""
+    lines = [line for line in done.stdout.splitlines() if line.strip().startswith(name)]
+    assert len(lines) == 1, done.stdout
+    measured, sign, threshold = lines[0].split()[-4:-1]
+    return float(measured), sign, threshold
 
 
 def test_baseline_measures_echo_and_reference(tmp_path: Path) -> None:
@@ -145,6 +172,8 @@ def test_scale_reports_each_size_against_the_smallest(tmp_path: Path) -> None:
     assert large["p99_ratio_to_smallest"] == pytest.approx(
         large["p99_ms"] / small["p99_ms"], rel=0.01)  # fmt: skip
     assert "claim p50 with 2,000 holds / with 500" in done.stdout
+    for size in ("500", "2,000"):  # checked against the rows the calls touched, per size
+        assert _history(done, f"history ({size} holds)") > 50
     assert png.read_bytes().startswith(PNG)
 
 
@@ -158,6 +187,8 @@ def _waiters(done: subprocess.CompletedProcess[str], out: Path, waiters: int) ->
         crowded["p99_ms"] / alone["p99_ms"], rel=0.01)  # fmt: skip
     assert f"another tenant's create p99 with {waiters} waiters / without" in done.stdout
     assert f"waiters: {waiters * ROUNDS} in all" in done.stdout  # each answered by its completion
+    # Every create, lease, waiter's try and completion.
+    assert _history(done, "history") >= 2 * alone["requests"] + waiters * ROUNDS
     return found
 
 
@@ -189,7 +220,9 @@ def test_throughput_on_postgresql_with_two_workers(postgres: PgServer, tmp_path:
                   "--requests", "100", "--concurrency", "8", "--json", str(out))  # fmt: skip
     found = _measured(done, out)
     assert {(d["db"], d["workers"]) for d in found.values()} == {("postgresql", 2)}
-    assert "PostgreSQL creates, 2 worker(s) (target at 2): rate / reference" in done.stdout
+    said = "PostgreSQL creates, 2 worker(s) (target at 2)"
+    assert _target(done, f"{said}, 1 tenant: rate / reference")[1:] == (">=", "0.7")
+    assert _history(done, "history") > 3 * 100
     assert _bench_databases(postgres) == []  # dropped
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.test_bench import _bench, _measured
+from tests.e2e.test_bench import _bench, _history, _measured
 
 
 def test_relay_reports_its_rate_against_a_bare_client_and_its_lag(tmp_path: Path) -> None:
@@ -29,3 +29,4 @@ def test_relay_reports_its_rate_against_a_bare_client_and_its_lag(tmp_path: Path
     assert mine["creates_per_s"] > 0
     assert "relay events/s / bare aiohttp client" in done.stdout
     assert "commit-to-delivery lag p99, s, at 8 agents (target at 64)" in done.stdout
+    assert _history(done, "history") == 2 * 60  # every create of both phases, checked

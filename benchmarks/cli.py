@@ -16,7 +16,7 @@ __all__ = ["ABOUT", "add_bench_parser", "run_bench"]
 ABOUT = """\
 Measure slotward against baselines measured in the same run, and check it.
 
-    slotward bench baseline|throughput|replay|burst|race|scale|waiters|relay|providers
+    slotward bench baseline|throughput|replay|burst|conflicts|race|scale|waiters|relay|providers
         [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]

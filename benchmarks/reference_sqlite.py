@@ -1,8 +1,9 @@
 """The reference server's SQLite store: the create transaction on the stdlib ``sqlite3``.
 
 Set up as slotward's embedded store is (adapters/store/sqlite/store.py): WAL,
-``synchronous=NORMAL``, a busy timeout, foreign keys on, and every transaction
-opened with ``BEGIN IMMEDIATE`` and run whole on one dedicated writer thread
+``synchronous=NORMAL``, a busy timeout, foreign keys on, pages read through a
+memory map, and every transaction opened with ``BEGIN IMMEDIATE`` and run
+whole on one dedicated writer thread
 (one thread hop per transaction, not one per statement). ``BEGIN IMMEDIATE``
 takes the file's write lock before the first read, so the overlap check and
 the insert cannot interleave with another writer, in this process or in
@@ -33,6 +34,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slotward.adapters.store.sqlite.checkpoint import Checkpointer
+from slotward.adapters.store.sqlite.store import MMAP_BYTES
 from slotward.benchmarks.reference_model import (
     CONFLICT,
     GENESIS,
@@ -91,6 +93,7 @@ def _connect(path: str) -> sqlite3.Connection:
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     conn.execute("PRAGMA foreign_keys=ON")
+    conn.execute(f"PRAGMA mmap_size={MMAP_BYTES}")  # as slotward's store reads its pages
     return conn
 
 

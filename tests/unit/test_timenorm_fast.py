@@ -3,7 +3,7 @@ datetime refuses them (engine/rules/timenorm.py): both must give one answer."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given
@@ -14,6 +14,7 @@ from slotward.engine.rules.timenorm import (
     _INSTANT,
     _pendulum_wall_and_offset,
     _wall_and_offset,
+    format_instant,
 )
 
 
@@ -80,3 +81,11 @@ def test_valid_wall_times_in_every_spelling_read_alike(
         return
     fast, slow = _answers(value)
     assert fast == slow
+
+
+@given(st.datetimes(min_value=datetime(2, 1, 1), timezones=st.just(UTC)))
+def test_format_instant_of_utc_is_the_shifted_naive_isoformat(moment: datetime) -> None:
+    expected = (moment.replace(tzinfo=None) - timedelta(0)).isoformat() + "Z"
+    assert format_instant(moment) == expected
+    same_instant = moment.astimezone(timezone(timedelta(hours=-3)))  # the general path
+    assert format_instant(same_instant) == expected

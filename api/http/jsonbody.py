@@ -188,8 +188,13 @@ async def read_json(
     if declared is not None and declared > max_bytes:
         _too_large(f"Content-Length {declared} exceeds the limit of {max_bytes} bytes", max_bytes)
     try:
-        async with asyncio.timeout(BODY_SECONDS):
+        if request.content.is_eof():
+            # The whole body came with the head (a small one does): no read can
+            # wait, so no timer is armed for it.
             raw = await _read_capped(request.content, max_bytes)
+        else:
+            async with asyncio.timeout(BODY_SECONDS):
+                raw = await _read_capped(request.content, max_bytes)
     except TimeoutError:
         raise RequestTimeout(
             f"the body did not arrive within {BODY_SECONDS:g} s", code="body_timeout"

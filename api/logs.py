@@ -102,9 +102,14 @@ class JsonFormatter(logging.Formatter):
         return {"ts": _timestamp(created), "level": level, "logger": name, "msg": msg}
 
 
+# orjson would write a dataclass out field by field (a ``repr=False`` secret
+# included) and a datetime its own way: both go to ``default=str``, as with json.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
 def _json_line(doc: dict[str, Any]) -> str:
     try:
-        line = orjson.dumps(doc, default=str).decode()
+        line = orjson.dumps(doc, default=str, option=_ORJSON_OPTIONS).decode()
     except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits
         line = json.dumps(doc, default=str, ensure_ascii=False, separators=(",", ":"))
     # JSON escapes C0 only; these would still split the line for a reader

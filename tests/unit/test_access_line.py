@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 import pytest
 
 from slotward.api.config import Config
-from slotward.api.logs import _timestamp, configure_logging, log_fields
+from slotward.api.logs import JsonFormatter, _timestamp, configure_logging, log_fields
 
 FIELDS = {"method": "POST", "route": "/v1/holds", "status": 201, "duration_ms": 4.213,
           "outcome": "fresh", "key": "idem_\u00e9\u2028x", "workflow": None, "hold": "hold_1",
@@ -93,3 +93,18 @@ def test_the_timestamp_is_the_records_millisecond() -> None:
         moment = datetime.fromtimestamp(created, UTC)
         expected = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
         assert _timestamp(created) == expected
+
+
+def test_json_values_are_written_as_the_standard_library_writes_them() -> None:
+    """orjson writes a dataclass field by field (its secrets too) and datetimes its
+    own way; the lines keep json's ``default=str``: the repr, which hides secrets."""
+    config = Config(key_pepper="pepper-secret-zeta")
+    moment = datetime(2030, 1, 1, 9, 30, tzinfo=UTC)
+    record = logging.getLogger("slotward.test").makeRecord(
+        "slotward.test", logging.INFO, "f.py", 1, "m", (), None,
+        extra={"config": config, "at": moment, "ids": (1, 2), "big": 2**70},
+    )  # fmt: skip
+    doc = json.loads(JsonFormatter().format(record))
+    assert "pepper-secret-zeta" not in json.dumps(doc)
+    assert doc["config"] == str(config)
+    assert (doc["at"], doc["ids"], doc["big"]) == (str(moment), [1, 2], 2**70)

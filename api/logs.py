@@ -20,13 +20,13 @@ import json
 import logging
 import re
 import sys
-import time
 from datetime import UTC, datetime
 from typing import IO, Any
 
 import orjson
 
 from slotward.api.config import Config
+from slotward.engine.clock import SystemClock
 
 __all__ = [
     "JsonFormatter",
@@ -175,6 +175,9 @@ class TextFormatter(logging.Formatter):
         return " ".join(parts)
 
 
+_WALL_CLOCK = SystemClock()
+
+
 class _SlotwardHandler(logging.StreamHandler[IO[str]]):
     """The handler configure_logging installs, so a second call replaces it."""
 
@@ -184,8 +187,9 @@ class _SlotwardHandler(logging.StreamHandler[IO[str]]):
         formatter = self.formatter
         assert isinstance(formatter, (JsonFormatter, TextFormatter))  # configure_logging's
         try:
+            created = _WALL_CLOCK.now().timestamp()  # as a LogRecord's, the wall clock
             line = formatter.fields_line(
-                time.time(), logging.getLevelName(level), logger.name, msg, fields
+                created, logging.getLevelName(level), logger.name, msg, fields
             )
             with self.lock:  # type: ignore[union-attr]  # createLock() made it
                 self.stream.write(line + self.terminator)

@@ -67,7 +67,8 @@ def run(config: Config, main: Coroutine[Any, Any, None]) -> None:
     """``asyncio.run(main)``, on the event loop ``config.event_loop`` names.
 
     uvloop costs less per request than asyncio's own loop: its transports and
-    its polling are libuv, in C (a tenth of the server's CPU per replay).
+    its polling are libuv, in C (measured: about a fifth less server CPU per
+    replay, a tenth per create, SQLite, one process, 64 agents).
     """
     factory = uvloop.new_event_loop if config.event_loop == "uvloop" else None
     with asyncio.Runner(loop_factory=factory) as runner:

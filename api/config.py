@@ -1,6 +1,11 @@
 """Configuration: one frozen value, built once at start from a mapping.
 
 Nothing else in slotward reads the environment.
+
+``SLOTWARD_EVENT_LOOP`` chooses the event loop `slotward serve` runs on, in its
+one process and in every ``--workers`` process: ``uvloop`` (the default; libuv,
+cheaper per request) or ``asyncio`` (the standard library's own loop, the
+fallback should uvloop misbehave on a platform; docs/operations.md).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
 _LOG_FORMATS = ("json", "text")
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_EVENT_LOOPS = ("uvloop", "asyncio")
 
 
 @dataclass(frozen=True)
@@ -60,6 +66,7 @@ class Config:
     storm_window_seconds: float = 60.0
     log_format: str = "json"
     log_level: str = "INFO"
+    event_loop: str = "uvloop"  # or "asyncio": the loop `slotward serve` runs on
     # The edges (api/cli/serving.py): a request head must arrive within this time;
     # an idle keep-alive connection is closed after that; beyond this many
     # open connections a process refuses new ones.
@@ -120,6 +127,7 @@ class Config:
             ),
             log_format=env.get("SLOTWARD_LOG_FORMAT", base.log_format),
             log_level=env.get("SLOTWARD_LOG_LEVEL", base.log_level),
+            event_loop=env.get("SLOTWARD_EVENT_LOOP", base.event_loop).strip().lower(),
             head_timeout_seconds=_float(env, "SLOTWARD_HEAD_TIMEOUT", base.head_timeout_seconds),
             keepalive_seconds=_float(env, "SLOTWARD_KEEPALIVE_TIMEOUT", base.keepalive_seconds),
             max_connections=_int(env, "SLOTWARD_MAX_CONNECTIONS", base.max_connections),
@@ -153,13 +161,17 @@ class Config:
         )
 
     def check_logging(self) -> None:
-        """Refuse a log format or level slotward does not know (invalid_config)."""
+        """Refuse a log format, log level or event loop slotward does not know (invalid_config)."""
         if self.log_format not in _LOG_FORMATS:
             raise ConfigError(f"SLOTWARD_LOG_FORMAT must be json or text, got {self.log_format!r}")
         if self.log_level.upper() not in _LOG_LEVELS:
             raise ConfigError(
                 f"SLOTWARD_LOG_LEVEL must be one of {', '.join(_LOG_LEVELS)}, "
                 f"got {self.log_level!r}"
+            )
+        if self.event_loop not in _EVENT_LOOPS:
+            raise ConfigError(
+                f"SLOTWARD_EVENT_LOOP must be uvloop or asyncio, got {self.event_loop!r}"
             )
 
     def waits(self) -> Waits:

@@ -4,6 +4,14 @@ A record's structured fields are the ``extra={...}`` it was logged with; the
 formatters write them beside ``ts``, ``level``, ``logger`` and ``msg``. What
 goes into them is up to the caller: the access log (api/http/telemetry.py) never
 passes the Authorization header, an API key or a body.
+
+The access log writes a line per request, so :func:`log_fields` skips the
+logging module's record, filters and handler chain when the one handler on the
+way is the one :func:`configure_logging` installed: the line is the one its
+formatter would write for the record, written straight to its stream (a
+fifth of the logging module's cost, the write itself aside). With any other
+handler or filter on the way (pytest's ``caplog``, an embedding
+application's own), it logs an ordinary record.
 """
 
 from __future__ import annotations
@@ -16,9 +24,19 @@ import sys
 from datetime import UTC, datetime
 from typing import IO, Any
 
-from slotward.api.config import Config
+import orjson
 
-__all__ = ["JsonFormatter", "TextFormatter", "configure_logging", "escape", "record_fields"]
+from slotward.api.config import Config
+from slotward.engine.clock import SystemClock
+
+__all__ = [
+    "JsonFormatter",
+    "TextFormatter",
+    "configure_logging",
+    "escape",
+    "log_fields",
+    "record_fields",
+]
 
 # Attributes every LogRecord has; anything else on a record came from `extra`.
 _RESERVED = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
@@ -33,9 +51,26 @@ def record_fields(record: logging.LogRecord) -> dict[str, Any]:
     }
 
 
-def _timestamp(record: logging.LogRecord) -> str:
-    moment = datetime.fromtimestamp(record.created, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+_second: tuple[int, str] = (-1, "")  # the last whole second formatted, and its text
+
+
+def _timestamp(created: float) -> str:
+    """``created`` as ``YYYY-MM-DDTHH:MM:SS.mmmZ``, as ``datetime.isoformat`` writes it.
+
+    The second's text is kept: lines come many to a second. The microseconds
+    are rounded first and the milliseconds then cut, as
+    ``datetime.fromtimestamp(created).isoformat(timespec="milliseconds")`` does.
+    """
+    global _second  # one slot, replaced whole: safe from any thread
+    whole = int(created)
+    micros = round((created - whole) * 1e6)
+    if micros >= 1_000_000:
+        whole, micros = whole + 1, micros - 1_000_000
+    cached = _second
+    if cached[0] != whole:
+        text = datetime.fromtimestamp(whole, UTC).replace(tzinfo=None).isoformat()
+        cached = _second = (whole, text)
+    return f"{cached[1]}.{micros // 1000:03d}Z"
 
 
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
@@ -45,24 +80,44 @@ class JsonFormatter(logging.Formatter):
     """``{"ts", "level", "logger", "msg", ...fields}`` on one line."""
 
     def format(self, record: logging.LogRecord) -> str:
-        doc: dict[str, Any] = {
-            "ts": _timestamp(record),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
+        doc = self._doc(record.created, record.levelname, record.name, record.getMessage())
         for name, value in record_fields(record).items():
             doc.setdefault(name, value)  # a field may not overwrite the four above
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
         if record.stack_info:
             doc["stack"] = self.formatStack(record.stack_info)
+        return _json_line(doc)
+
+    def fields_line(self, created: float, level: str, name: str, msg: str,
+                    fields: dict[str, Any]) -> str:  # fmt: skip
+        """The line :meth:`format` writes for a record of these, with ``fields`` as extras."""
+        doc = self._doc(created, level, name, msg)
+        for field, value in fields.items():
+            if value is not None:
+                doc.setdefault(field, value)
+        return _json_line(doc)
+
+    @staticmethod
+    def _doc(created: float, level: str, name: str, msg: str) -> dict[str, Any]:
+        return {"ts": _timestamp(created), "level": level, "logger": name, "msg": msg}
+
+
+# orjson would write a dataclass out field by field (a ``repr=False`` secret
+# included) and a datetime its own way: both go to ``default=str``, as with json.
+_ORJSON_OPTIONS = orjson.OPT_PASSTHROUGH_DATACLASS | orjson.OPT_PASSTHROUGH_DATETIME
+
+
+def _json_line(doc: dict[str, Any]) -> str:
+    try:
+        line = orjson.dumps(doc, default=str, option=_ORJSON_OPTIONS).decode()
+    except orjson.JSONEncodeError:  # a lone surrogate, an integer past 64 bits
         line = json.dumps(doc, default=str, ensure_ascii=False, separators=(",", ":"))
-        # json escapes C0 only; these would still split the line for a reader
-        # that breaks on every Unicode line boundary (str.splitlines), or fail
-        # to encode (a lone surrogate). Outside strings JSON is ASCII, so an
-        # escape is always inside one.
-        return _JSON_UNSAFE.sub(lambda c: f"\\u{ord(c.group()):04x}", line)
+    # JSON escapes C0 only; these would still split the line for a reader
+    # that breaks on every Unicode line boundary (str.splitlines), or fail
+    # to encode (a lone surrogate). Outside strings JSON is ASCII, so an
+    # escape is always inside one.
+    return _JSON_UNSAFE.sub(lambda c: f"\\u{ord(c.group()):04x}", line)
 
 
 # What could end a line or steer a terminal (C0, DEL, C1, the Unicode line and
@@ -104,18 +159,77 @@ class TextFormatter(logging.Formatter):
     """
 
     def format(self, record: logging.LogRecord) -> str:
-        parts = [_timestamp(record), record.levelname, escape(record.name)]
-        parts.append(escape(record.getMessage()))
-        parts += [_field(name, value) for name, value in record_fields(record).items()]
-        line = " ".join(parts)
+        line = self.fields_line(
+            record.created, record.levelname, record.name, record.getMessage(),
+            record_fields(record),
+        )  # fmt: skip
         if record.exc_info:
             trace = self.formatException(record.exc_info).split("\n")
             line += "".join(f"\n  {escape(part)}" for part in trace)
         return line
 
+    def fields_line(self, created: float, level: str, name: str, msg: str,
+                    fields: dict[str, Any]) -> str:  # fmt: skip
+        """The line :meth:`format` writes for a record of these, with ``fields`` as extras."""
+        parts = [_timestamp(created), level, escape(name), escape(msg)]
+        parts += [_field(n, value) for n, value in fields.items() if value is not None]
+        return " ".join(parts)
+
+
+_WALL_CLOCK = SystemClock()
+
 
 class _SlotwardHandler(logging.StreamHandler[IO[str]]):
     """The handler configure_logging installs, so a second call replaces it."""
+
+    def emit_fields(self, logger: logging.Logger, level: int, msg: str,
+                    fields: dict[str, Any]) -> None:  # fmt: skip
+        """Write the line ``emit`` would for such a record, without making one."""
+        formatter = self.formatter
+        assert isinstance(formatter, (JsonFormatter, TextFormatter))  # configure_logging's
+        try:
+            created = _WALL_CLOCK.now().timestamp()  # as a LogRecord's, the wall clock
+            line = formatter.fields_line(
+                created, logging.getLevelName(level), logger.name, msg, fields
+            )
+            with self.lock:  # type: ignore[union-attr]  # createLock() made it
+                self.stream.write(line + self.terminator)
+                self.flush()
+        except Exception:
+            # As emit does: report on stderr, never fail the request.
+            self.handleError(logger.makeRecord(logger.name, level, "", 0, msg, (), None))
+
+
+def _direct(logger: logging.Logger, level: int) -> _SlotwardHandler | None:
+    """The one handler a record of ``logger`` at ``level`` reaches, if it is ours, unfiltered."""
+    found: _SlotwardHandler | None = None
+    current: logging.Logger | None = logger
+    while current is not None:
+        if current.filters:
+            return None
+        for handler in current.handlers:
+            if found is not None or type(handler) is not _SlotwardHandler or handler.filters:
+                return None
+            found = handler
+        current = current.parent if current.propagate else None
+    if found is None or level < found.level:
+        return None
+    return found
+
+
+def log_fields(logger: logging.Logger, level: int, msg: str, fields: dict[str, Any]) -> None:
+    """``logger.log(level, msg, extra=fields)``, cheaper where nothing but our handler listens.
+
+    ``msg`` is the finished message (no ``%`` arguments). Fields that are None
+    are left out, as the formatters leave them out of a record.
+    """
+    if not logger.isEnabledFor(level):
+        return
+    handler = _direct(logger, level)
+    if handler is None:
+        logger.log(level, msg, extra=fields)
+    else:
+        handler.emit_fields(logger, level, msg, fields)
 
 
 def configure_logging(config: Config, stream: IO[str] | None = None) -> logging.Handler:

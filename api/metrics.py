@@ -120,6 +120,7 @@ class Metrics:
                 "shared metrics need PROMETHEUS_MULTIPROC_DIR set before prometheus_client loads"
             )
         self._shared_dir = shared_dir
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         self.registry = CollectorRegistry()
         r = self.registry
         self._requests = Counter(
@@ -174,9 +175,26 @@ class Metrics:
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
         """One answered request."""
-        method = method if method in _METHODS else "other"
-        self._requests.labels(route, method, str(status)).inc()
-        self._latency.labels(route, method).observe(seconds)
+        children = self._request_children.get((route, method, status))
+        if children is None:
+            children = self._request_children_of(route, method, status)
+        children[0].inc()
+        children[1].observe(seconds)
+
+    def _request_children_of(
+        self, route: str, method: str, status: int
+    ) -> tuple[Counter, Histogram]:
+        # labels() takes a lock and builds its key on every call; the children
+        # are the same each time. Bounded: routes are templates, methods and
+        # statuses few.
+        shown = method if method in _METHODS else "other"
+        children = (
+            self._requests.labels(route, shown, str(status)),
+            self._latency.labels(route, shown),
+        )
+        if method in _METHODS:  # an odd method is not a key to keep
+            self._request_children[(route, method, status)] = children
+        return children
 
     def answered(self, reply: Reply) -> None:
         """A mutating call's answer (fresh, replayed, taken over; a completion is none)."""

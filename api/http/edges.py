@@ -37,7 +37,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import traceback
-from typing import Any
+from typing import Any, cast
 
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
@@ -151,8 +151,9 @@ class _EdgeHandler(web.RequestHandler):
     def _refuse(self, transport: asyncio.BaseTransport) -> None:
         self._refused = True
         self._edge.refused()
-        if isinstance(transport, asyncio.WriteTransport):
-            transport.write(_CAP_ANSWER)
+        # uvloop's transports do not subclass asyncio's (isinstance would be False),
+        # yet every stream transport a server makes writes.
+        cast(asyncio.WriteTransport, transport).write(_CAP_ANSWER)
         transport.close()  # sends what was written, then closes
 
     def data_received(self, data: bytes) -> None:

@@ -18,6 +18,15 @@ The depth is measured by a linear scan before the recursive parser runs, so a
 deeply nested body is refused without touching the Python stack. Every error
 is a :class:`~slotward.engine.errors.MalformedBody` or
 :class:`~slotward.engine.errors.BodyTooLarge` with a stable ``code``.
+
+Two parsers, one verdict: orjson (C, iterative, at most 1024 levels) reads a
+body first; when it reads one and a walk over the value finds nothing that
+needs a closer look (every integer within the I-JSON range, every float below
+2**53, no deeper than ``max_depth``, as many keys in the objects as the text
+names, no escaped surrogate), that value is the answer. Anything else (orjson
+refusing the body, a big number, a duplicate key, deep nesting) goes to the
+strict parser above, which gives the answer and the exact error, so both paths
+accept the same bodies and refuse them with the same words.
 """
 
 from __future__ import annotations
@@ -26,9 +35,10 @@ import asyncio
 import json
 import math
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import NoReturn
 
+import orjson
 from aiohttp import StreamReader, web
 
 from slotward.engine.errors import BodyTooLarge, MalformedBody, RequestTimeout
@@ -51,6 +61,14 @@ _STRUCTURE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"?|[\[\]{}]', re.DOTALL)
 # one; bodies without such an escape skip the walk over all strings.
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")
+_SURROGATE_ESCAPE_BYTES = re.compile(rb"\\u[dD][89a-fA-F]")
+# Every string token of a JSON text, whole, and the colon after it if it is a
+# key: outside strings JSON has no quote, so scanning from the start, every
+# match begins at an opening quote.
+_KEY_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"(\s*:)?', re.DOTALL)
+# A float this large may have been an integer literal too big for orjson's
+# 64 bits (it reads 2**64 as a float): the strict parser decides.
+_FLOAT_LIMIT = float(2**53)
 
 
 def decode_json(raw: bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: int = 32) -> object:
@@ -68,12 +86,80 @@ def decode_json(raw: bytes, *, max_bytes: int = MAX_BODY_BYTES, max_depth: int =
     """
     if len(raw) > max_bytes:
         _too_large(f"body is larger than the limit of {max_bytes} bytes", max_bytes)
+    if not raw.startswith(_BOM) and not _SURROGATE_ESCAPE_BYTES.search(raw):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            pass  # the strict parser says why
+        else:
+            if _plain(value, raw, max_depth):
+                return value
+    return _strict(raw, max_depth)
+
+
+def _strict(raw: bytes, max_depth: int) -> object:
     text = _decode_utf8(raw)
     _check_depth(text, max_depth)
     value = _parse(text)
     if _SURROGATE_ESCAPE.search(text):
         _reject_lone_surrogates(value)
     return value
+
+
+def _plain(value: object, raw: bytes, max_depth: int) -> bool:
+    """Whether orjson's ``value`` of ``raw`` is what the strict parser would accept.
+
+    False sends the body to the strict parser (which may still accept it).
+    """
+    if type(value) is not dict and type(value) is not list:
+        return _plain_scalar(value)
+    if max_depth < 1:
+        return False
+    keys = 0
+    stack: list[tuple[dict[str, object] | list[object], int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if type(item) is dict:
+            keys += len(item)
+            members: Iterable[object] = item.values()
+        else:
+            members = item
+        for member in members:
+            kind = type(member)
+            if kind is dict or kind is list:
+                if depth >= max_depth:
+                    return False
+                stack.append((member, depth + 1))  # type: ignore[arg-type]
+            elif (kind is int or kind is float) and not _plain_scalar(member):
+                return False
+    # orjson keeps the last of two equal keys: a duplicate shows as a key the
+    # text names that no object holds.
+    return keys == 0 or _names_no_more_keys(raw, keys)
+
+
+def _names_no_more_keys(raw: bytes, keys: int) -> bool:
+    """Whether the (valid) JSON text ``raw`` names ``keys`` object keys, no more."""
+    # Cheap first: where no quote is followed by white space, every key is
+    # followed by its own '":', so the text names at most that many keys; a
+    # '":' inside a string only makes the bound too high (then count exactly).
+    spaced = b'" ' in raw or b'"\n' in raw or b'"\r' in raw or b'"\t' in raw
+    if not spaced and raw.count(b'":') == keys:
+        return True
+    return _key_count(raw) == keys
+
+
+def _plain_scalar(value: object) -> bool:
+    if type(value) is int:
+        return -_MAX_SAFE_INTEGER <= value <= _MAX_SAFE_INTEGER
+    if type(value) is float:
+        return -_FLOAT_LIMIT < value < _FLOAT_LIMIT  # False for NaN and infinities too
+    return True
+
+
+def _key_count(raw: bytes) -> int:
+    """How many object keys the (valid) JSON text ``raw`` names, duplicates included."""
+    found: list[bytes] = _KEY_TOKENS.findall(raw)
+    return len(found) - found.count(b"")
 
 
 async def read_json(
@@ -102,8 +188,13 @@ async def read_json(
     if declared is not None and declared > max_bytes:
         _too_large(f"Content-Length {declared} exceeds the limit of {max_bytes} bytes", max_bytes)
     try:
-        async with asyncio.timeout(BODY_SECONDS):
+        if request.content.is_eof():
+            # The whole body came with the head (a small one does): no read can
+            # wait, so no timer is armed for it.
             raw = await _read_capped(request.content, max_bytes)
+        else:
+            async with asyncio.timeout(BODY_SECONDS):
+                raw = await _read_capped(request.content, max_bytes)
     except TimeoutError:
         raise RequestTimeout(
             f"the body did not arrive within {BODY_SECONDS:g} s", code="body_timeout"

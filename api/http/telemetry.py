@@ -18,6 +18,7 @@ from slotward.api.http.auth import PRINCIPAL
 from slotward.api.http.context import SERVICES
 from slotward.api.http.responses import REPLY
 from slotward.api.http.statuses import status_of
+from slotward.api.logs import log_fields
 from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Reply
@@ -76,17 +77,17 @@ def _observe(
 ) -> None:
     seconds = time.perf_counter() - started
     route = _route(request)
-    metrics.request(route, request.method, status, seconds)
+    method = request.method
+    metrics.request(route, method, status, seconds)
     if not access_log.isEnabledFor(logging.INFO):
         return
+    line = {"method": method, "route": route, "status": status,
+            "duration_ms": round(seconds * 1000, 3), **fields}  # fmt: skip
     principal = request.get(PRINCIPAL)
     if principal is not None:
-        fields.update(agent=principal.agent_id, tenant=principal.tenant)
-    access_log.info(
-        "%s %s %s", request.method, route, status,
-        extra={"method": request.method, "route": route, "status": status,
-               "duration_ms": round(seconds * 1000, 3), **fields},
-    )  # fmt: skip
+        line["agent"] = principal.agent_id
+        line["tenant"] = principal.tenant
+    log_fields(access_log, logging.INFO, f"{method} {route} {status}", line)
 
 
 async def metrics_handler(request: web.Request) -> web.Response:

@@ -202,3 +202,28 @@ def test_under_a_low_open_files_limit_the_cap_fits_and_slow_clients_get_503s(
     assert "Traceback" not in text
     assert '"level":"ERROR"' not in text
     assert text.count("out of file descriptors") <= 2 * BOUND  # a line a second at most
+
+
+async def test_a_trickled_body_is_refused_with_408_and_a_whole_one_is_served(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A body that came whole with its head is read without a timer
+    (api/http/jsonbody.py); one that has not must still arrive in time."""
+    monkeypatch.setattr("slotward.api.http.jsonbody.BODY_SECONDS", 0.5)
+    client = await server.key()
+    body = b'{"workflow_id":"wf-trickle"}'
+    head = (
+        b"POST /v1/holds HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + (client.secret or "").encode()
+        + b"\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+    )
+    reader, writer = await connect(server.base)
+    try:
+        writer.write(head + body[:5])  # the rest never comes
+        answer = parse(await _read_answer(reader))
+        assert (answer.status, answer.json["code"]) == (408, "body_timeout")
+    finally:
+        writer.close()
+    closing = head.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
+    whole = parse(await exchange(server.base, closing + body))
+    assert whole.json["code"] != "body_timeout"  # read at once (422: the body lacks fields)

@@ -1,0 +1,110 @@
+"""log_fields (api/logs.py): the access log's cheap path writes the line the
+formatter writes for the record, and steps aside for any other listener."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from datetime import UTC, datetime
+
+import pytest
+
+from slotward.api.config import Config
+from slotward.api.logs import JsonFormatter, _timestamp, configure_logging, log_fields
+
+FIELDS = {"method": "POST", "route": "/v1/holds", "status": 201, "duration_ms": 4.213,
+          "outcome": "fresh", "key": "idem_\u00e9\u2028x", "workflow": None, "hold": "hold_1",
+          "agent": "agent-a", "tenant": "acme"}  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root, own = logging.getLogger(), logging.getLogger("slotward")
+    handlers, level, own_level = list(root.handlers), root.level, own.level
+    yield
+    root.handlers[:] = handlers
+    root.setLevel(level)
+    own.setLevel(own_level)
+
+
+def _without_ts(line: str, fmt: str) -> str:
+    return (
+        line.split(" ", 1)[1]
+        if fmt == "text"
+        else json.dumps({k: v for k, v in json.loads(line).items() if k != "ts"})
+    )
+
+
+@pytest.mark.parametrize("fmt", ["json", "text"])
+def test_the_cheap_line_is_the_records_line(fmt: str) -> None:
+    stream = io.StringIO()
+    configure_logging(Config(log_format=fmt), stream)
+    logger = logging.getLogger("slotward.access")
+    log_fields(logger, logging.INFO, "POST /v1/holds 201", FIELDS)
+    logger.info("POST /v1/holds 201", extra=FIELDS)  # the logging module's own way
+    cheap, record = stream.getvalue().splitlines()
+    assert _without_ts(cheap, fmt) == _without_ts(record, fmt)
+    if fmt == "json":
+        doc = json.loads(cheap)
+        assert list(doc)[:5] == ["ts", "level", "logger", "msg", "method"]
+        assert "workflow" not in doc  # None is left out
+        assert len(doc["ts"]) == len("2030-01-01T00:00:00.000Z")
+        assert doc["ts"].endswith("Z")
+
+
+def test_below_the_level_nothing_is_written() -> None:
+    stream = io.StringIO()
+    configure_logging(Config(log_level="WARNING"), stream)
+    log_fields(logging.getLogger("slotward.access"), logging.INFO, "m", FIELDS)
+    assert stream.getvalue() == ""
+
+
+def test_another_listener_gets_an_ordinary_record(caplog: pytest.LogCaptureFixture) -> None:
+    stream = io.StringIO()
+    configure_logging(Config(), stream)
+    with caplog.at_level(logging.INFO, logger="slotward.access"):
+        log_fields(logging.getLogger("slotward.access"), logging.INFO, "POST /v1/holds 201",
+                   FIELDS)  # fmt: skip
+    (record,) = caplog.records
+    assert (record.getMessage(), getattr(record, "tenant", None)) == ("POST /v1/holds 201", "acme")
+    assert json.loads(stream.getvalue())["tenant"] == "acme"  # and ours still writes it
+
+
+def test_a_filter_on_the_way_is_honoured() -> None:
+    stream = io.StringIO()
+    configure_logging(Config(), stream)
+    logger = logging.getLogger("slotward.access")
+
+    def drop(record: logging.LogRecord) -> bool:
+        return False
+
+    logger.addFilter(drop)
+    try:
+        log_fields(logger, logging.INFO, "m", FIELDS)
+    finally:
+        logger.removeFilter(drop)
+    assert stream.getvalue() == ""
+
+
+def test_the_timestamp_is_the_records_millisecond() -> None:
+    for created in (1900000000.0, 1900000000.9995, 1900000000.9999996, 1900000000.1234):
+        moment = datetime.fromtimestamp(created, UTC)
+        expected = moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        assert _timestamp(created) == expected
+
+
+def test_json_values_are_written_as_the_standard_library_writes_them() -> None:
+    """orjson writes a dataclass field by field (its secrets too) and datetimes its
+    own way; the lines keep json's ``default=str``: the repr, which hides secrets."""
+    config = Config(key_pepper="pepper-secret-zeta")
+    moment = datetime(2030, 1, 1, 9, 30, tzinfo=UTC)
+    record = logging.getLogger("slotward.test").makeRecord(
+        "slotward.test", logging.INFO, "f.py", 1, "m", (), None,
+        extra={"config": config, "at": moment, "ids": (1, 2), "big": 2**70},
+    )  # fmt: skip
+    doc = json.loads(JsonFormatter().format(record))
+    assert "pepper-secret-zeta" not in json.dumps(doc)
+    assert doc["config"] == str(config)
+    assert (doc["at"], doc["ids"], doc["big"]) == (str(moment), [1, 2], 2**70)

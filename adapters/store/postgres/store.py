@@ -18,12 +18,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy import Connection, event
+from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
@@ -50,14 +51,18 @@ def _sqlstate(exc: DBAPIError) -> str | None:
     return None
 
 
-def _engine(url: str, waits: Waits, **options: Any) -> AsyncEngine:
+DEFAULT_POOL_SIZE = 10
+
+
+def _engine(url: str, waits: Waits, pool_size: int, **options: Any) -> AsyncEngine:
     return create_async_engine(
         url,
-        # Two pools (writes, reads) of at most 10 each: 4 workers stay within
-        # PostgreSQL's default max_connections of 100.
-        pool_size=5,
-        max_overflow=5,
-        pool_pre_ping=True,  # after a database restart, stale connections are replaced
+        # Two pools (writes, reads) of at most ``pool_size`` each (10 by
+        # default: 4 workers stay within PostgreSQL's default max_connections
+        # of 100). All kept open: an overflow connection, closed at its return
+        # and opened again at the next burst, costs a connection setup a time.
+        pool_size=pool_size,
+        max_overflow=0,
         pool_timeout=waits.queue_seconds,  # no connection free that long: a 503, not a hang
         hide_parameters=True,  # errors are logged: never with stored bodies or tokens in them
         connect_args={
@@ -79,21 +84,70 @@ def _engine(url: str, waits: Waits, **options: Any) -> AsyncEngine:
     )
 
 
+# SQLAlchemy's pool_pre_ping costs three round trips (BEGIN, an empty query,
+# ROLLBACK) at every checkout: a quarter of a create's. A connection the server
+# closed (a restart, an idle-session timeout) is known closed without asking:
+# asyncpg saw its socket end. Only one idle for a while, whose socket may be
+# silently dead (a network cut), is asked.
+PING_AFTER_IDLE_SECONDS = 1.0
+
+
+def _check_on_checkout(engine: AsyncEngine, idle_seconds: float = PING_AFTER_IDLE_SECONDS) -> None:
+    """Replace a pooled connection that is closed, or idle and not answering a ping."""
+    pool = engine.sync_engine.pool
+    dialect = engine.sync_engine.dialect
+
+    def checkin(dbapi_connection: Any, record: Any) -> None:
+        record.info["idle_since"] = time.monotonic()
+
+    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
+        if dbapi_connection._connection.is_closed():
+            raise DisconnectionError("the server closed this connection")
+        since = record.info.pop("idle_since", None)
+        if since is None or time.monotonic() - since < idle_seconds:
+            return
+        try:
+            dialect.do_ping(dbapi_connection)
+        except Exception as exc:
+            if dialect.is_disconnect(exc, dbapi_connection, None):  # type: ignore[arg-type]
+                # The pool throws this connection away and takes another.
+                raise DisconnectionError(str(exc)) from exc
+            raise
+
+    event.listen(pool, "checkin", checkin)
+    event.listen(pool, "checkout", checkout)
+
+
 class PostgresStore:
     """Runs use cases on PostgreSQL: tenant-locked writes, snapshot reads."""
 
-    def __init__(self, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS) -> None:
+    def __init__(
+        self,
+        url: str,
+        max_hold: timedelta,
+        waits: Waits = DEFAULT_WAITS,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
         self._max_hold = max_hold
-        self._writer = _engine(url, waits, isolation_level="READ COMMITTED")
-        self._reader = _engine(url, waits, isolation_level="REPEATABLE READ")
+        self._writer = _engine(url, waits, pool_size, isolation_level="READ COMMITTED")
+        self._reader = _engine(url, waits, pool_size, isolation_level="REPEATABLE READ")
+        for engine in (self._writer, self._reader):
+            _check_on_checkout(engine)
         self.retries = 0  # transactions run again after a deadlock
 
     @classmethod
     async def open(
-        cls, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS
+        cls,
+        url: str,
+        max_hold: timedelta,
+        waits: Waits = DEFAULT_WAITS,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> PostgresStore:
-        """Open and migrate; ``waits`` bounds each wait for a connection or a lock."""
-        store = cls(url, max_hold, waits)
+        """Open and migrate; ``waits`` bounds each wait for a connection or a lock,
+        ``pool_size`` the connections of each of its two pools (SLOTWARD_DB_POOL_SIZE)."""
+        store = cls(url, max_hold, waits, pool_size=pool_size)
         await store.migrate()
         return store
 

@@ -23,18 +23,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
-import time
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any, NoReturn, TypeVar
 
-from sqlalchemy import Connection, event
-from sqlalchemy.exc import DBAPIError, DisconnectionError, OperationalError
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.postgres.locks import LockOrderRetry
+from slotward.adapters.store.postgres.pool import check_on_checkout
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import Unavailable
@@ -90,40 +90,6 @@ def _engine(url: str, waits: Waits, pool_size: int, **options: Any) -> AsyncEngi
     )
 
 
-# SQLAlchemy's pool_pre_ping costs three round trips (BEGIN, an empty query,
-# ROLLBACK) at every checkout: a quarter of a create's. A connection the server
-# closed (a restart, an idle-session timeout) is known closed without asking:
-# asyncpg saw its socket end. Only one idle for a while, whose socket may be
-# silently dead (a network cut), is asked.
-PING_AFTER_IDLE_SECONDS = 1.0
-
-
-def _check_on_checkout(engine: AsyncEngine, idle_seconds: float = PING_AFTER_IDLE_SECONDS) -> None:
-    """Replace a pooled connection that is closed, or idle and not answering a ping."""
-    pool = engine.sync_engine.pool
-    dialect = engine.sync_engine.dialect
-
-    def checkin(dbapi_connection: Any, record: Any) -> None:
-        record.info["idle_since"] = time.monotonic()
-
-    def checkout(dbapi_connection: Any, record: Any, proxy: Any) -> None:
-        if dbapi_connection._connection.is_closed():
-            raise DisconnectionError("the server closed this connection")
-        since = record.info.pop("idle_since", None)
-        if since is None or time.monotonic() - since < idle_seconds:
-            return
-        try:
-            dialect.do_ping(dbapi_connection)
-        except Exception as exc:
-            if dialect.is_disconnect(exc, dbapi_connection, None):  # type: ignore[arg-type]
-                # The pool throws this connection away and takes another.
-                raise DisconnectionError(str(exc)) from exc
-            raise
-
-    event.listen(pool, "checkin", checkin)
-    event.listen(pool, "checkout", checkout)
-
-
 class PostgresStore:
     """Runs use cases on PostgreSQL: tenant-locked writes, snapshot reads."""
 
@@ -139,7 +105,7 @@ class PostgresStore:
         self._writer = _engine(url, waits, pool_size, isolation_level="READ COMMITTED")
         self._reader = _engine(url, waits, pool_size, isolation_level="REPEATABLE READ")
         for engine in (self._writer, self._reader):
-            _check_on_checkout(engine)
+            check_on_checkout(engine)
         self.retries = 0  # transactions run again after a deadlock
 
     @classmethod

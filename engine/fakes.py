@@ -320,6 +320,9 @@ class InMemoryUnitOfWork:
     ) -> None:
         self._current()  # as lock_tenant: one transaction at a time already
 
+    def lock_part(self, tenants: Collection[str], part: str) -> None:
+        self._current()  # as lock_tenant: one transaction at a time already
+
     def commit(self) -> None:
         """Keep the work, and end it: the unit of work does nothing more until entered again.
 

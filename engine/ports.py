@@ -306,6 +306,17 @@ class UnitOfWork(Protocol):
         """
         ...
 
+    def lock_part(self, tenants: Collection[str], part: str) -> None:
+        """Serialize this transaction with the :meth:`lock_tenant` writers of
+        ``tenants`` and with every other write locking ``part`` of one of them
+        (the relay: ``"relay"``); attendee writes (:meth:`lock_attendees`) run
+        alongside, so ``part`` must be state no attendee write touches.
+
+        Called first, with every tenant the transaction will touch. A store
+        whose writers are one at a time does nothing.
+        """
+        ...
+
     def commit(self) -> None: ...
 
 

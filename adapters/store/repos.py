@@ -321,6 +321,12 @@ class SqlUnitOfWork:
         if self._locking:
             self._locks.attendees(tenant, attendees, key)
 
+    def lock_part(self, tenants: Collection[str], part: str) -> None:
+        # SQLite: as lock_tenant. PostgreSQL: each tenant's lock shared, then
+        # its ``part`` lock, tenant by tenant in order (postgres/locks.py).
+        if self._locking:
+            self._locks.part(tenants, part)
+
     def commit(self) -> None:
         self.holds.forget()  # what follows is another transaction's
         self._db.flush()  # the writes put aside (PostgreSQL) go with the transaction

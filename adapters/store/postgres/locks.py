@@ -8,7 +8,10 @@ order, so no two transactions wait for each other in a cycle:
    (``lock_attendees``). So a whole-tenant write waits for every attendee
    write of the tenant and they for it; attendee writes share it.
 2. one exclusive advisory lock per attendee (and per ledger key), in sorted
-   order, all in the statement that takes the shared tenant lock. Two writes
+   order, all in the statement that takes the shared tenant lock; or, for a
+   write on a part of the tenant no attendee write touches (the relay's
+   deliveries and subscriptions: ``lock_part``), that part's lock, after each
+   tenant's shared lock, tenant by tenant in sorted order. Two writes
    on disjoint attendees run side by side; two sharing one run one after the
    other, and the second, under READ COMMITTED, sees all the first committed.
 3. the tenant's audit head row (``SELECT ... FOR UPDATE``), taken by the
@@ -41,13 +44,13 @@ __all__ = ["LockOrderRetry", "TransactionLocks", "audit_lock_name"]
 
 _SEP = "\x1f"  # in no tenant, attendee id or key: names of different kinds never meet
 
-# Row 1 is the tenant (shared), the rest its attendees (exclusive), in the
-# order given: unnest yields an array's elements in order, one row at a time.
+# Each name locked shared or exclusive as its flag says, in the order given:
+# unnest yields the arrays' elements in order, one row at a time.
 _IN_ORDER = text(
-    "SELECT count(CASE WHEN u.n = 1"
+    "SELECT count(CASE WHEN u.shared"
     " THEN pg_advisory_xact_lock_shared(hashtextextended(u.x, 0))::text"
     " ELSE pg_advisory_xact_lock(hashtextextended(u.x, 0))::text END)"
-    " FROM unnest(CAST(:names AS text[])) WITH ORDINALITY AS u(x, n)"
+    " FROM unnest(CAST(:names AS text[]), CAST(:shared AS boolean[])) AS u(x, shared)"
 )
 _TRY = text(
     "SELECT bool_and(pg_try_advisory_xact_lock(hashtextextended(x, 0))) AS ok"
@@ -95,7 +98,8 @@ class TransactionLocks:
         if tenant not in self._shared:
             prefix = tenant + _SEP
             first = sorted(names | {n for n in self._wanted if n.startswith(prefix)})
-            self._db.first(_IN_ORDER, {"names": [tenant, *first]})
+            shared = [True] + [False] * len(first)
+            self._db.first(_IN_ORDER, {"names": [tenant, *first], "shared": shared})
             self._shared.add(tenant)
             self._held.update(first)
             return
@@ -107,3 +111,11 @@ class TransactionLocks:
             self._wanted.update(missing)
             raise LockOrderRetry(f"{len(missing)} more attendee lock(s) taken elsewhere")
         self._held.update(missing)
+
+    def part(self, tenants: Collection[str], part: str) -> None:
+        order = sorted(set(tenants) - self._exclusive - self._shared)
+        if not order:
+            return
+        names = [n for t in order for n in (t, f"{t}{_SEP}p{_SEP}{part}")]
+        self._db.first(_IN_ORDER, {"names": names, "shared": [True, False] * len(order)})
+        self._shared.update(order)

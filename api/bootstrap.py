@@ -56,7 +56,9 @@ async def open_store(config: Config) -> Store:
     """The store named by ``config.db_url``, migrated to the current schema."""
     max_hold = config.policy().max_hold
     if config.on_postgres():
-        return await PostgresStore.open(config.db_url, max_hold, config.waits())
+        return await PostgresStore.open(
+            config.db_url, max_hold, config.waits(), pool_size=config.db_pool_size
+        )
     return SqliteStore.open(config.db_url, max_hold, config.waits())
 
 

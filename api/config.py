@@ -27,6 +27,7 @@ from slotward.engine.rules.policy import Policy
 __all__ = ["DEFAULT_DB", "Config", "ProviderConfig"]
 
 DEFAULT_DB = "sqlite+aiosqlite:///./slotward.db"
+_MAX_POOL_SIZE = 500  # connections per pool: beyond it, surely a typo
 _MAX_SECONDS = 86400.0 * 365  # intervals and windows: anything longer is a typo
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
@@ -59,6 +60,12 @@ class Config:
     wait_poll_seconds: float = 1.0
     store_timeout_seconds: float = 30.0  # longest wait in line for the store; a statement's run
     lock_timeout_seconds: float = 5.0  # longest wait for a lock another transaction holds
+    # PostgreSQL: the connections each of a process's two pools (writes, reads)
+    # keeps open, at most. A server of W workers opens up to 2 x W x this, plus
+    # one listener per worker: keep that below the server's max_connections
+    # (100 by default). More lets more of one process's transactions run at
+    # once; past the database's cores it only adds waiting inside it.
+    db_pool_size: int = 10
     rate_limit: float = 50.0  # requests per second per agent and process; 0: off
     rate_burst: int = 0  # 0: twice the rate
     key_pepper: str | None = field(default=None, repr=False)  # a secret: never printed
@@ -118,6 +125,7 @@ class Config:
             key_cache_seconds=_float(env, "SLOTWARD_KEY_CACHE_SECONDS", base.key_cache_seconds),
             store_timeout_seconds=_float(env, "SLOTWARD_STORE_TIMEOUT", base.store_timeout_seconds),
             lock_timeout_seconds=_float(env, "SLOTWARD_LOCK_TIMEOUT", base.lock_timeout_seconds),
+            db_pool_size=_int(env, "SLOTWARD_DB_POOL_SIZE", base.db_pool_size),
             rate_limit=_rate(env),
             rate_burst=_int(env, "SLOTWARD_RATE_BURST", base.rate_burst),
             key_pepper=env.get("SLOTWARD_KEY_PEPPER") or None,
@@ -237,6 +245,8 @@ class Config:
             raise ConfigError(
                 "the lock timeout must be 0.1 to 60 seconds, and at most the store timeout"
             )
+        if not 1 <= self.db_pool_size <= _MAX_POOL_SIZE:
+            raise ConfigError(f"SLOTWARD_DB_POOL_SIZE must be 1 to {_MAX_POOL_SIZE}")
         if not 0.05 <= self.wait_poll_seconds <= 300:
             raise ConfigError("the wait poll interval must be 0.05 to 300 seconds")
         if self.rate_burst < 0:

@@ -320,6 +320,14 @@ class InMemoryUnitOfWork:
     def lock_tenant(self, tenant: str) -> None:
         self._current()  # one transaction at a time already: only check we are in one
 
+    def lock_attendees(
+        self, tenant: str, attendees: Collection[str], key: str | None = None
+    ) -> None:
+        self._current()  # as lock_tenant: one transaction at a time already
+
+    def lock_part(self, tenants: Collection[str], part: str) -> None:
+        self._current()  # as lock_tenant: one transaction at a time already
+
     def commit(self) -> None:
         """Keep the work, and end it: the unit of work does nothing more until entered again.
 

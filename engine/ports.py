@@ -297,8 +297,36 @@ class UnitOfWork(Protocol):
     def lock_tenant(self, tenant: str) -> None:
         """Serialize this transaction with every other write of ``tenant``.
 
-        Called first in every write use case. A store whose writers are already
+        Called first in every write use case that does not say which attendees
+        it touches (:meth:`lock_attendees`). A store whose writers are already
         one at a time (SQLite: BEGIN IMMEDIATE) does nothing.
+        """
+        ...
+
+    def lock_attendees(
+        self, tenant: str, attendees: Collection[str], key: str | None = None
+    ) -> None:
+        """Serialize this transaction with every other write of ``tenant`` that
+        touches one of ``attendees`` (or the ledger ``key``), and with its
+        :meth:`lock_tenant` writers; writes on other attendees run alongside.
+
+        Called first by a use case that touches only holds of these attendees
+        (and records under ``key``), before it reads anything it decides on but
+        the directory; called again for the attendees of each further hold it
+        is about to change (a loser it preempts, a stale hold it expires),
+        before changing it. The tenant's audit chain is ordered apart, at its
+        head. A store whose writers are one at a time does nothing.
+        """
+        ...
+
+    def lock_part(self, tenants: Collection[str], part: str) -> None:
+        """Serialize this transaction with the :meth:`lock_tenant` writers of
+        ``tenants`` and with every other write locking ``part`` of one of them
+        (the relay: ``"relay"``); attendee writes (:meth:`lock_attendees`) run
+        alongside, so ``part`` must be state no attendee write touches.
+
+        Called first, with every tenant the transaction will touch. A store
+        whose writers are one at a time does nothing.
         """
         ...
 

@@ -136,7 +136,11 @@ def commits_without_tenant_lock(tree: ast.AST) -> list[str]:
         own = uows[id(fn)]
         calls = {_method_call(node, own) for node in ast.walk(fn)}
         opens = any(_opens(node, own) for node in ast.walk(fn))
-        if opens and "commit" in calls and "lock_tenant" not in calls:
+        if (
+            opens
+            and "commit" in calls
+            and not calls & {"lock_tenant", "lock_attendees", "lock_part"}
+        ):
             bad.append(fn.name)
     return bad
 

@@ -17,6 +17,7 @@ from slotward.adapters.store.instants import from_us, to_us
 from slotward.adapters.store.ledger_repo import SqlLedger
 from slotward.adapters.store.ops_repos import SqlStats, SqlWorkflows
 from slotward.adapters.store.outbox_repo import SqlOutbox
+from slotward.adapters.store.postgres.locks import TransactionLocks, audit_lock_name
 from slotward.adapters.store.runner import Row, Runner, runner_for
 from slotward.adapters.store.webhook_repos import SqlLeases, SqlWebhooks
 from slotward.engine.model import AuditEntry, Principal
@@ -42,7 +43,11 @@ _HEAD_MOVE = (
     .where(t.audit_heads.c.tenant == bindparam("for_tenant"))
     .values(seq=bindparam("v_seq"), hash=bindparam("v_hash"))
 )
-_TENANT_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:tenant, 0))")
+# A writer's read of the head it is about to extend: locks the row until the
+# commit, and, under READ COMMITTED, waits for a concurrent appender and then
+# returns the head it committed (PostgreSQL re-reads a row it waited for).
+_HEAD_TO_EXTEND = _HEAD.with_for_update()
+_NAMED_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))")
 _KEY_REVOKE = (
     update(t.api_keys)
     .where(t.api_keys.c.id == bindparam("w_id"), t.api_keys.c.revoked_us.is_(None))
@@ -146,11 +151,21 @@ def audit_from_row(r: Row) -> AuditEntry:
 
 
 class SqlAudit:
-    def __init__(self, db: Runner) -> None:
+    """The tenant chains; ``lock_head``: a PostgreSQL writer's, whose appends are
+    ordered per tenant at the head (adapters/store/postgres/locks.py)."""
+
+    def __init__(self, db: Runner, *, lock_head: bool = False) -> None:
         self._db = db
+        self._lock_head = lock_head
 
     def head(self, tenant: str) -> tuple[int, str]:
-        row = self._db.first(_HEAD, {"tenant": tenant})
+        if not self._lock_head:
+            row = self._db.first(_HEAD, {"tenant": tenant})
+        else:
+            row = self._db.first(_HEAD_TO_EXTEND, {"tenant": tenant})
+            if row is None:  # no row to lock yet: the tenant's first appenders queue here
+                self._db.first(_NAMED_LOCK, {"name": audit_lock_name(tenant)})
+                row = self._db.first(_HEAD_TO_EXTEND, {"tenant": tenant})
         return (0, GENESIS) if row is None else (row["seq"], row["hash"])
 
     def append(self, entry: AuditEntry) -> None:
@@ -232,18 +247,32 @@ class SqlKeys:
 
 
 class SqlUnitOfWork:
-    """One transaction on ``conn``; ``begin`` is the SQL that opens it, if any."""
+    """One transaction on ``conn``; ``begin`` is the SQL that opens it, if any.
+
+    On PostgreSQL a writer (``writes``) takes the locks of
+    adapters/store/postgres/locks.py; ``wanted`` carries the attendee locks an
+    attempt found it needed over to the next (the store runs it again).
+    """
 
     def __init__(
-        self, conn: Connection, max_hold: timedelta, *, begin: str | None = "BEGIN"
+        self,
+        conn: Connection,
+        max_hold: timedelta,
+        *,
+        begin: str | None = "BEGIN",
+        writes: bool = True,
+        wanted: set[str] | None = None,
     ) -> None:
         self._conn = conn
         self._begin = begin
         self._db = db = runner_for(conn)
+        on_postgres = conn.dialect.name == "postgresql"
+        self._locks = TransactionLocks(db, wanted if wanted is not None else set())
+        self._locking = on_postgres and writes
         self.holds = SqlHolds(db, max_hold)
         self.ledger = SqlLedger(db)
         self.directory = SqlDirectory(db)
-        self.audit = SqlAudit(db)
+        self.audit = SqlAudit(db, lock_head=self._locking)
         self.outbox = SqlOutbox(db)
         self.deliveries = SqlDeliveries(db)
         self.webhooks = SqlWebhooks(db)
@@ -278,10 +307,25 @@ class SqlUnitOfWork:
 
     def lock_tenant(self, tenant: str) -> None:
         # SQLite writers already hold the database lock (BEGIN IMMEDIATE). On
-        # PostgreSQL a transaction-scoped advisory lock per tenant orders the
-        # tenant's writers; a hash collision only makes two tenants share it.
-        if self._conn.dialect.name == "postgresql":
-            self._db.first(_TENANT_LOCK, {"tenant": tenant})
+        # PostgreSQL the tenant's advisory lock, exclusive, orders this write
+        # with all the tenant's others; a hash collision only makes two
+        # tenants share it.
+        if self._locking:
+            self._locks.tenant(tenant)
+
+    def lock_attendees(
+        self, tenant: str, attendees: Collection[str], key: str | None = None
+    ) -> None:
+        # SQLite: as lock_tenant. PostgreSQL: the tenant's lock shared, then
+        # the attendees' (and the key's) in order (adapters/store/postgres/locks.py).
+        if self._locking:
+            self._locks.attendees(tenant, attendees, key)
+
+    def lock_part(self, tenants: Collection[str], part: str) -> None:
+        # SQLite: as lock_tenant. PostgreSQL: each tenant's lock shared, then
+        # its ``part`` lock, tenant by tenant in order (postgres/locks.py).
+        if self._locking:
+            self._locks.part(tenants, part)
 
     def commit(self) -> None:
         self.holds.forget()  # what follows is another transaction's

@@ -28,6 +28,7 @@ def expire_hold(
 ) -> None:
     moved, changed = apply(hold, _EXPIRE, now)
     if changed:
+        uow.lock_attendees(hold.tenant, hold.attendees)  # all of them: it frees them all
         uow.holds.save(moved)
         audit(uow, hold.tenant, "system", now, "hold.expire", None, hold.id, "expired",
               audit_key=audit_key)  # fmt: skip

@@ -161,9 +161,9 @@ def place_hold(
     A stale one raises :class:`NeedsRefresh` before anything is written.
     """
     with uow:
-        uow.lock_tenant(req.principal.tenant)
+        prep = _prepare(uow, req, policy)  # which attendees: read before locking them
+        uow.lock_attendees(req.principal.tenant, prep.resolved.ids, prep.key)
         now = clock.now()  # after the lock: writers that waited for it see fresh time
-        prep = _prepare(uow, req, policy)
         with answering_for(public_key(prep.key)):
             reply = _place(uow, req, prep, policy, now, ids, external)
         return replace(reply, workflow_id=req.workflow_id)
@@ -286,6 +286,7 @@ def _preempt(
     audit_key: AuditKey | None,
 ) -> None:
     for loser in losers:
+        uow.lock_attendees(principal.tenant, loser.attendees)  # its other attendees' too
         moved, _ = apply(loser, Preemption(winner_id), now)
         uow.holds.save(moved)
         audit(

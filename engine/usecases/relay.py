@@ -116,15 +116,17 @@ def relay_step(
     to their bound attendees' calendars: engine/usecases/calendar_writes.py),
     then claim up to ``limit`` due deliveries.
 
-    The tenants of the results and of the new events are locked first, in
-    order: a subscription's figures are read and written back, a disabling
-    appends to the tenant's audit chain, and a subscription deleted meanwhile
-    (which takes its tenant's lock) gets no delivery after its deletion.
+    The relay's part of the tenants of the results and of the new events is
+    locked first, in order: a subscription's figures are read and written back
+    (by one relay at a time), and a subscription deleted meanwhile (which
+    takes its tenant's lock) gets no delivery after its deletion. Creates run
+    alongside: they only add events, which a turn fans out once committed
+    (claimed with SKIP LOCKED), and a disabling's audit entry is ordered at
+    the chain's head.
     """
     with uow:
         events = uow.outbox.unfanned(FAN_OUT_BATCH)
-        for tenant in sorted({e.tenant for e in events} | {r.tenant for r in results}):
-            uow.lock_tenant(tenant)
+        uow.lock_part({e.tenant for e in events} | {r.tenant for r in results}, "relay")
         now = clock.now()
         done = _record(uow, ids, results, now, settings, rand, audit_key)
         _fan_out(uow, ids, events, now, now + timedelta(seconds=settings.schedule[0]))

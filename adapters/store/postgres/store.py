@@ -2,15 +2,20 @@
 
 Every write runs the same synchronous use case as on SQLite, through
 SQLAlchemy's ``run_sync`` (statements await asyncpg on the event loop; no
-thread hops), in a READ COMMITTED transaction whose first act is to take the
-tenant's transaction-scoped advisory lock (``UnitOfWork.lock_tenant``). So the
-writes of one tenant run one at a time whichever process they come from, and
-every statement after the lock sees everything committed before it: the same
-reasoning as SQLite's single writer, per tenant instead of per file. Tenants
-never wait for each other. An exclusion constraint over active holds is the
-second line of defence. Reads use REPEATABLE READ snapshots. A deadlock
+thread hops), in a READ COMMITTED transaction whose first act is to take its
+locks (adapters/store/postgres/locks.py): a create, the attendees it claims
+(``UnitOfWork.lock_attendees``), under its tenant's lock shared; any other
+write, its tenant's lock exclusive (``UnitOfWork.lock_tenant``). So writes
+that could disagree run one at a time whichever process they come from, and
+every statement after a lock sees everything committed before it: the same
+reasoning as SQLite's single writer, per attendee instead of per file. The
+tenant's audit chain is extended one append at a time, at its locked head.
+Tenants never wait for each other. An exclusion constraint over active holds
+is the second line of defence. Reads use REPEATABLE READ snapshots. A deadlock
 (40P01) or serialization failure (40001), which the lock discipline should
-prevent, is retried a bounded number of times. See docs/concurrency.md.
+prevent, is retried a bounded number of times, and so is a transaction that
+found it needed more attendee locks than it took first (``LockOrderRetry``).
+See docs/concurrency.md.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from slotward.adapters.store.migrate import upgrade
+from slotward.adapters.store.postgres.locks import LockOrderRetry
+from slotward.adapters.store.postgres.pool import check_on_checkout
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import Unavailable
@@ -50,14 +57,18 @@ def _sqlstate(exc: DBAPIError) -> str | None:
     return None
 
 
-def _engine(url: str, waits: Waits, **options: Any) -> AsyncEngine:
+DEFAULT_POOL_SIZE = 10
+
+
+def _engine(url: str, waits: Waits, pool_size: int, **options: Any) -> AsyncEngine:
     return create_async_engine(
         url,
-        # Two pools (writes, reads) of at most 10 each: 4 workers stay within
-        # PostgreSQL's default max_connections of 100.
-        pool_size=5,
-        max_overflow=5,
-        pool_pre_ping=True,  # after a database restart, stale connections are replaced
+        # Two pools (writes, reads) of at most ``pool_size`` each (10 by
+        # default: 4 workers stay within PostgreSQL's default max_connections
+        # of 100). All kept open: an overflow connection, closed at its return
+        # and opened again at the next burst, costs a connection setup a time.
+        pool_size=pool_size,
+        max_overflow=0,
         pool_timeout=waits.queue_seconds,  # no connection free that long: a 503, not a hang
         hide_parameters=True,  # errors are logged: never with stored bodies or tokens in them
         connect_args={
@@ -82,18 +93,33 @@ def _engine(url: str, waits: Waits, **options: Any) -> AsyncEngine:
 class PostgresStore:
     """Runs use cases on PostgreSQL: tenant-locked writes, snapshot reads."""
 
-    def __init__(self, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS) -> None:
+    def __init__(
+        self,
+        url: str,
+        max_hold: timedelta,
+        waits: Waits = DEFAULT_WAITS,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
+    ) -> None:
         self._max_hold = max_hold
-        self._writer = _engine(url, waits, isolation_level="READ COMMITTED")
-        self._reader = _engine(url, waits, isolation_level="REPEATABLE READ")
+        self._writer = _engine(url, waits, pool_size, isolation_level="READ COMMITTED")
+        self._reader = _engine(url, waits, pool_size, isolation_level="REPEATABLE READ")
+        for engine in (self._writer, self._reader):
+            check_on_checkout(engine)
         self.retries = 0  # transactions run again after a deadlock
 
     @classmethod
     async def open(
-        cls, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS
+        cls,
+        url: str,
+        max_hold: timedelta,
+        waits: Waits = DEFAULT_WAITS,
+        *,
+        pool_size: int = DEFAULT_POOL_SIZE,
     ) -> PostgresStore:
-        """Open and migrate; ``waits`` bounds each wait for a connection or a lock."""
-        store = cls(url, max_hold, waits)
+        """Open and migrate; ``waits`` bounds each wait for a connection or a lock,
+        ``pool_size`` the connections of each of its two pools (SLOTWARD_DB_POOL_SIZE)."""
+        store = cls(url, max_hold, waits, pool_size=pool_size)
         await store.migrate()
         return store
 
@@ -102,10 +128,16 @@ class PostgresStore:
             await conn.run_sync(_migrate)
 
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        wanted: set[str] = set()  # the locks an attempt found it needed (locks.py)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
                 async with _connection(self._writer) as conn:
-                    return await conn.run_sync(self._bind(fn))
+                    return await conn.run_sync(self._bind(fn, writes=True, wanted=wanted))
+            except LockOrderRetry:
+                if attempt == MAX_ATTEMPTS:
+                    raise Unavailable("too much contention; retry shortly", retry_after=1) from None
+                self.retries += 1
+                continue  # at once: this time the locks are waited for, in order
             except DBAPIError as exc:
                 if _sqlstate(exc) not in RETRYABLE_SQLSTATES or attempt == MAX_ATTEMPTS:
                     _raise_translated(exc)
@@ -117,14 +149,19 @@ class PostgresStore:
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
         try:
             async with _connection(self._reader) as conn:
-                return await conn.run_sync(self._bind(fn))
+                return await conn.run_sync(self._bind(fn, writes=False, wanted=set()))
         except DBAPIError as exc:
             _raise_translated(exc)
 
-    def _bind(self, fn: Callable[[UnitOfWork], T]) -> Callable[[Connection], T]:
+    def _bind(
+        self, fn: Callable[[UnitOfWork], T], *, writes: bool, wanted: set[str]
+    ) -> Callable[[Connection], T]:
         # SQLAlchemy begins the transaction itself (at the isolation level of
         # the engine), so the unit of work sends no BEGIN of its own.
-        return lambda conn: fn(SqlUnitOfWork(conn, self._max_hold, begin=None))
+        max_hold = self._max_hold
+        return lambda conn: fn(
+            SqlUnitOfWork(conn, max_hold, begin=None, writes=writes, wanted=wanted)
+        )
 
     async def close(self) -> None:
         await self._writer.dispose()

@@ -4,7 +4,7 @@ A duplicate of a create that is still being written waits (a bounded time) for
 the first request's answer and replays it; past the bound it gets 409
 ``request_in_progress`` with ``Retry-After``. Across processes the store's
 serialization does the same job: the later transaction finds the record
-(it waits for the tenant's lock, then reads what the first one committed), so
+(it waits for the first one's locks, then reads what it committed), so
 nothing polls. Waiting for an execution's completion (``wait_ms``) is
 api/completions.py.
 """
@@ -12,7 +12,7 @@ api/completions.py.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import replace
 
 from slotward.engine.errors import InProgress
@@ -24,21 +24,33 @@ __all__ = ["InFlight"]
 class InFlight:
     def __init__(self, wait_seconds: float) -> None:
         self._wait = wait_seconds
-        self._running: dict[tuple[str, str], asyncio.Future[Reply]] = {}
+        self._running: dict[tuple[str, str, Hashable], asyncio.Future[Reply]] = {}
         self.waiting = 0  # duplicates waiting right now (observable for tests)
 
     def __len__(self) -> int:
         return len(self._running)
 
-    async def run(self, tenant: str, key: str, write: Callable[[], Awaitable[Reply]]) -> Reply:
-        """Run ``write`` unless the same call is already running; then share its answer."""
-        slot = (tenant, key)
+    async def run(
+        self,
+        tenant: str,
+        key: str,
+        write: Callable[[], Awaitable[Reply]],
+        same: Hashable = None,
+    ) -> Reply:
+        """Run ``write`` unless the same call is already running; then share its answer.
+
+        The same call is one under ``key`` that is also ``same`` (what identifies the
+        request beyond its key: the same key sent with another request is not the
+        same call, and its own write refuses it). ``key`` is what a duplicate that
+        waited too long is told.
+        """
+        slot = (tenant, key, same)
         first = self._running.get(slot)
         if first is not None:
             replayed = await self._await_first(first, key)
             if replayed is not None:
                 return replayed
-            return await self.run(tenant, key, write)  # the first failed: go ourselves
+            return await self.run(tenant, key, write, same)  # the first failed: go ourselves
         future: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
         self._running[slot] = future
         try:

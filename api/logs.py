@@ -186,8 +186,9 @@ class _SlotwardHandler(logging.StreamHandler[IO[str]]):
                     fields: dict[str, Any]) -> None:  # fmt: skip
         """Write the line ``emit`` would for such a record, without making one."""
         formatter = self.formatter
-        assert isinstance(formatter, (JsonFormatter, TextFormatter))  # configure_logging's
         try:
+            # _direct only hands over a handler with configure_logging's formatter.
+            assert isinstance(formatter, (JsonFormatter, TextFormatter))
             created = _WALL_CLOCK.now().timestamp()  # as a LogRecord's, the wall clock
             line = formatter.fields_line(
                 created, logging.getLevelName(level), logger.name, msg, fields
@@ -214,6 +215,8 @@ def _direct(logger: logging.Logger, level: int) -> _SlotwardHandler | None:
         current = current.parent if current.propagate else None
     if found is None or level < found.level:
         return None
+    if type(found.formatter) not in (JsonFormatter, TextFormatter):
+        return None  # someone changed its formatter: only a record goes through that
     return found
 
 

@@ -167,7 +167,7 @@ async def create_hold(
     marks = marks_of(req)
     if svc.seen.any_seen(marks):  # perhaps a replay: answered from a read if so
         found = await svc.store.read(look)
-        reply = found.reply or await svc.inflight.run(principal.tenant, found.key, write)
+        reply = found.reply or await svc.inflight.run(principal.tenant, found.key, write, marks)
     else:  # never answered here: the write's own checks are the only ones needed
         reply = await _unseen(svc, principal.tenant, marks, write, look)
     svc.seen.add(marks)
@@ -185,12 +185,14 @@ async def _unseen(
     """A create this process has not answered: straight to its write.
 
     Its key is not known before the write resolves its attendees, so a
-    duplicate sent meanwhile shares the write by the call's first mark. One
-    that waited too long is told the key all the same: from a read, which also
-    answers it if the first write has landed by then.
+    duplicate sent meanwhile shares the write by the call's marks (its intent
+    and its client key: a call of the same intent under another key writes for
+    itself, and is answered by the write's own checks). One that waited too
+    long is told the key all the same: from a read, which also answers it if
+    the first write has landed by then.
     """
     try:
-        return await svc.inflight.run(tenant, f"~{marks[0]:x}", write)
+        return await svc.inflight.run(tenant, f"~{marks[0]:x}", write, marks)
     except InProgress as error:
         found = await svc.store.read(look)
         if found.reply is not None:

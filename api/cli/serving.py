@@ -8,8 +8,8 @@ a second server cannot silently share it (SO_REUSEPORT would let it), and
 ``--port 0`` gives one port, not one per worker. The workers pool their metrics
 in ``config.metrics_dir`` (api/cli/main.py makes it). Each has its own store
 connection pool and its own sweeper; the store makes them safe beside each
-other (SQLite: one writer at a time per file; PostgreSQL: one writer at a time
-per tenant).
+other (SQLite: one writer at a time per file; PostgreSQL: one at a time per
+attendee for creates, per tenant for the other writes: docs/concurrency.md).
 
 Every process runs on the event loop ``config.event_loop`` names (api/config.py):
 uvloop unless ``SLOTWARD_EVENT_LOOP=asyncio``.

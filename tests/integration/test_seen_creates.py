@@ -157,3 +157,38 @@ def test_marks_differ_by_tenant_workflow_and_interval_not_by_step_or_wording() -
     assert marks() != marks(principal=replace(AGENT, tenant="other"))
     assert marks() != marks(workflow="wf-2")
     assert marks() != marks(fields={**FIELDS, "start": "2030-10-02T10:30:00Z"})
+
+
+async def test_a_reused_key_sent_beside_a_duplicate_of_its_intent_is_refused(
+    made: tuple[Services, Counting, Config],
+) -> None:
+    # The key was answered for another request (by another process, or before a
+    # restart); sent now with the intent of a call in flight, it shares nothing.
+    svc, _, _ = made
+    other = {**FIELDS, "start": "2030-10-03T10:00:00Z"}
+    await _create(svc, other, key="reused-key")
+    fresh = replace(svc, seen=SeenCreates())
+    plain, reused = await asyncio.gather(
+        _create(fresh), _create(fresh, key="reused-key"), return_exceptions=True
+    )
+    assert isinstance(plain, Reply)
+    assert plain.created
+    assert isinstance(reused, ValidationFailed)
+    assert reused.code == "idempotency_key_reused"
+
+
+async def test_one_key_sent_with_two_requests_at_once_is_refused_for_one(
+    made: tuple[Services, Counting, Config],
+) -> None:
+    svc, _, _ = made
+    other = {**FIELDS, "start": "2030-10-03T10:00:00Z"}
+    await _create(svc)
+    await _create(svc, other)  # both intents answered here: their marks are seen
+    assert isinstance(svc.clock, FixedClock)
+    svc.clock.advance(3600)  # both holds expired: the reads find nothing to replay
+    answers = await asyncio.gather(
+        _create(svc, key="one-key"), _create(svc, other, key="one-key"), return_exceptions=True
+    )
+    refused = [a for a in answers if isinstance(a, ValidationFailed)]
+    assert [a.code for a in refused] == ["idempotency_key_reused"]
+    assert sum(isinstance(a, Reply) and a.created and not a.replayed for a in answers) == 1

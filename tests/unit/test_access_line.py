@@ -108,3 +108,12 @@ def test_json_values_are_written_as_the_standard_library_writes_them() -> None:
     assert "pepper-secret-zeta" not in json.dumps(doc)
     assert doc["config"] == str(config)
     assert (doc["at"], doc["ids"], doc["big"]) == (str(moment), [1, 2], 2**70)
+
+
+def test_a_handler_given_another_formatter_gets_a_record_not_the_cheap_line() -> None:
+    stream = io.StringIO()
+    handler = configure_logging(Config(), stream)
+    logging.getLogger().handlers[:] = [handler]  # ours alone (pytest's own set aside)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))  # an embedder's
+    log_fields(logging.getLogger("slotward.access"), logging.INFO, "POST /v1/holds 201", FIELDS)
+    assert stream.getvalue() == "INFO POST /v1/holds 201\n"

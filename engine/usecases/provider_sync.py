@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from slotward.engine.calendars import (
     BusyBlock,
@@ -37,6 +37,12 @@ MAX_BACKOFF = timedelta(minutes=10)  # a failing calendar is read again at least
 _SLACK = timedelta(days=1)  # a mirror's window is reused while it reaches this near the horizon
 
 
+def _end_of_day(instant: datetime) -> datetime:
+    """The next UTC midnight at or after ``instant``."""
+    day = instant.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    return day if day == instant else day + timedelta(days=1)
+
+
 def read_window(
     binding: CalendarBinding, now: datetime, policy: ExternalPolicy, need: Window | None = None
 ) -> Window:
@@ -48,7 +54,8 @@ def read_window(
     horizon). Adapters read incrementally only within the window their cursor
     was made for, so it moves about once a day, not on every read; a window a
     far claim stretched shrinks back on the next read that does not need it.
-    Otherwise: a day ago to a day past the horizon, or to ``need``'s end.
+    Otherwise: a day ago to a day past the horizon, or to ``need``'s end (or,
+    for a decision's read, to the current window's if that reaches further).
     """
     start, until = binding.covers_from, binding.covers_until
     if start is not None and until is not None:
@@ -62,7 +69,15 @@ def read_window(
         )
         if fits:
             return Window(start, until)
-    return sync_window(now, policy.horizon + _SLACK, None if need is None else need.end)
+    # To the end of the claim's day (UTC): claims racing for one calendar on one
+    # day then read one window, and whichever read is stored covers them all.
+    reach = None if need is None else _end_of_day(need.end)
+    if reach is not None and until is not None and until > reach:
+        # A decision's read never pulls back what another far claim stretched:
+        # claims racing for one calendar with different ends would otherwise
+        # each read it to their own end, and each find the others' read short.
+        reach = until
+    return sync_window(now, policy.horizon + _SLACK, reach)
 
 
 def claim_syncs(

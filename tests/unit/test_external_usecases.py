@@ -356,7 +356,7 @@ def test_a_window_a_far_claim_stretched_shrinks_back(world: World) -> None:
     world.read()
     far = Window(at("2031-06-01T10:00:00+00:00"), at("2031-06-01T11:00:00+00:00"))
     stretched = read_window(world.binding(), world.clock.now(), POLICY, far)
-    assert stretched.end == far.end
+    assert stretched.end == at("2031-06-02T00:00:00+00:00")  # to the end of its day
     binding = replace(world.binding(), covers_from=stretched.start, covers_until=stretched.end)
     assert read_window(binding, world.clock.now(), POLICY, far) == stretched  # reused for it
     ordinary = read_window(binding, world.clock.now(), POLICY)
@@ -440,3 +440,28 @@ def test_a_failing_write_follows_the_schedule_then_dies(world: World) -> None:
             world.clock.advance(wait)
     with world.uow() as uow:
         assert uow.calendar_writes.counts(TENANT, BOB) == {"dead": 1}
+
+
+def test_a_decisions_read_keeps_what_another_far_claim_stretched(world: World) -> None:
+    world.bind()
+    world.read()
+    later = Window(at("2031-06-02T10:00:00+00:00"), at("2031-06-02T11:00:00+00:00"))
+    earlier = Window(at("2031-06-01T10:00:00+00:00"), at("2031-06-01T11:00:00+00:00"))
+    stretched = read_window(world.binding(), world.clock.now(), POLICY, later)
+    binding = replace(world.binding(), covers_from=stretched.start, covers_until=stretched.end)
+    world.clock.advance(3 * 86400)  # the window must move: read again for the earlier claim
+    moved = read_window(binding, world.clock.now(), POLICY, earlier)
+    assert moved.start > stretched.start
+    assert moved.end == at("2031-06-03T00:00:00+00:00")  # the later claim's reach kept
+    assert read_window(binding, world.clock.now(), POLICY).end < earlier.start  # the sync's
+
+
+def test_far_claims_on_one_day_read_one_window(world: World) -> None:
+    world.bind()
+    world.read()
+    morning = Window(at("2031-06-01T08:00:00+00:00"), at("2031-06-01T08:15:00+00:00"))
+    evening = Window(at("2031-06-01T21:00:00+00:00"), at("2031-06-01T21:15:00+00:00"))
+    now = world.clock.now()
+    assert read_window(world.binding(), now, POLICY, morning) == read_window(
+        world.binding(), now, POLICY, evening
+    )  # whichever of the two is stored covers the other

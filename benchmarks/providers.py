@@ -59,7 +59,15 @@ from slotward.benchmarks.plans import Call, create_call, future_start, one_per_t
 from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.radicale import Radicale, radicale_server, require_radicale
 from slotward.benchmarks.recording import calls_of, check_history
-from slotward.benchmarks.results import Outcome, Result, Settings, Target, percentile, ratio
+from slotward.benchmarks.results import (
+    Outcome,
+    Result,
+    Settings,
+    Target,
+    percentile,
+    pooled,
+    ratio,
+)
 from slotward.benchmarks.servers import (
     ServerFailed,
     make_keys,
@@ -359,19 +367,8 @@ def _blocks(url: str, attendees: Sequence[str]) -> list[int]:
 
 
 def _pooled(phases: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The rounds of one kind as one phase: calls and times added up."""
-    out: dict[str, Any] = {"latencies_ms": [], "error_samples": [], "statuses": Counter(),
-                           "codes": Counter(), "stopped_early": False}  # fmt: skip
-    for name in ("requests", "seconds", "errors", "cpu_seconds", "replayed", "server_cpu_seconds"):
-        out[name] = sum(p[name] for p in phases)
-    for p in phases:
-        out["latencies_ms"] += p["latencies_ms"]
-        out["error_samples"] += p["error_samples"]
-        out["statuses"].update(p["statuses"])
-        out["codes"].update(p["codes"])
-        out["stopped_early"] |= bool(p["stopped_early"])
-    out["latencies_ms"].sort()
-    out["statuses"], out["codes"] = dict(out["statuses"]), dict(out["codes"])
+    """The rounds of one kind as one phase, with what Radicale was asked."""
+    out = pooled(phases)
     out["asked"] = sum((p["asked"] for p in phases), Counter())
     return out
 

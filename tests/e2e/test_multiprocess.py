@@ -79,7 +79,7 @@ def cluster(postgres: PgServer, tmp_path: Path) -> Iterator[tuple[str, str]]:
     )  # fmt: skip
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_all_listen(base, proc)
+        wait_until_all_listen(base, proc)
         yield base, url
     finally:
         proc.terminate()
@@ -87,18 +87,18 @@ def cluster(postgres: PgServer, tmp_path: Path) -> Iterator[tuple[str, str]]:
         log.close()
 
 
-def _wait_until_all_listen(base: str, proc: subprocess.Popen[bytes]) -> None:
+def wait_until_all_listen(base: str, proc: subprocess.Popen[bytes], workers: int = WORKERS) -> None:
     """Until every worker has answered: before that, one process takes it all."""
     seen: set[int] = set()
     deadline = time.monotonic() + 60
-    while len(seen) < WORKERS:  # readiness, bounded; not a timing assertion
+    while len(seen) < workers:  # readiness, bounded; not a timing assertion
         try:
             with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
                 seen.add(json.load(resp)["process"])
         except OSError:
             time.sleep(0.05)
         if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"cluster did not start: {len(seen)} of {WORKERS} answered")
+            raise RuntimeError(f"cluster did not start: {len(seen)} of {workers} answered")
 
 
 async def _keys(url: str, priorities: list[int]) -> list[str]:

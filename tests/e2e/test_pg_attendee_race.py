@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import os
 import random
 import subprocess
-import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -47,6 +44,7 @@ from tests.e2e.test_multiprocess import (
     _keys,
     _post,
     _post_get,
+    wait_until_all_listen,
 )
 from tests.pgserver import PgServer
 
@@ -71,26 +69,12 @@ def two_processes(postgres: PgServer, tmp_path: Path) -> Iterator[tuple[str, str
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        _wait_until_all_listen_of(base, proc)
+        wait_until_all_listen(base, proc, WORKERS)
         yield base, url
     finally:
         proc.terminate()
         proc.wait(timeout=60)
         log.close()
-
-
-def _wait_until_all_listen_of(base: str, proc: subprocess.Popen[bytes]) -> None:
-    """Until both workers have answered: before that, one process takes it all."""
-    seen: set[int] = set()
-    deadline = time.monotonic() + 60
-    while len(seen) < WORKERS:  # readiness, bounded; not a timing assertion
-        try:
-            with urllib.request.urlopen(f"{base}/healthz", timeout=1) as resp:
-                seen.add(json.load(resp)["process"])
-        except OSError:
-            time.sleep(0.05)
-        if proc.poll() is not None or time.monotonic() > deadline:
-            raise RuntimeError(f"cluster did not start: {len(seen)} of {WORKERS} answered")
 
 
 def _claim(i: int, rng: random.Random) -> tuple[int, dict[str, Any]]:

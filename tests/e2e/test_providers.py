@@ -221,8 +221,8 @@ async def test_a_claim_whose_read_loses_to_the_sync_worker_reads_again(
         calendared(database, provider_max_staleness_seconds=3600.0) as s,
     ):
         await _bind(s, proxy.url(dav_calendar))
-        # The claim's calendar-query: its window ends where the claim does.
-        proxy.hold_report = b'end="20301014T143000Z"'
+        # The claim's calendar-query: its window ends where the claim's day does.
+        proxy.hold_report = b'end="20301015T000000Z"'
         claim = asyncio.create_task(s.claim(ALEX, "2030-10-14T14:00:00Z"))
         await asyncio.wait_for(proxy.report_held.wait(), WITHIN)
         held_at = datetime.now(UTC)

@@ -47,18 +47,15 @@ _LIVE_INTENT = (
 )
 # Holds last at most max_hold, so one that overlaps [s, e) starts after
 # s - max_hold: bounding the scan keeps it flat however many rows exist.
-_OVERLAPPING = (
-    select(_ha.hold_id)
-    .where(
-        _ha.tenant == bindparam("tenant"),
-        _ha.attendee.in_(bindparam("attendees", expanding=True)),
-        _ha.start_us < bindparam("end"),
-        _ha.start_us > bindparam("lookback"),
-        _ha.end_us > bindparam("start"),
-        _ha.active.is_(True),
-    )
-    .distinct()
+_OVERLAPS = (
+    _ha.tenant == bindparam("tenant"),
+    _ha.attendee.in_(bindparam("attendees", expanding=True)),
+    _ha.start_us < bindparam("end"),
+    _ha.start_us > bindparam("lookback"),
+    _ha.end_us > bindparam("start"),
+    _ha.active.is_(True),
 )
+_OVERLAPPING = select(_ha.hold_id).where(*_OVERLAPS).distinct()
 # The spans alone, in one statement: the index's own start and end, and only
 # the status and expiry of each hold, fetched by primary key (nothing but the
 # attendee index is constrained, so that is where the scan starts). A hold of
@@ -66,14 +63,7 @@ _OVERLAPPING = (
 _SPANS = (
     select(_ha.hold_id, _ha.start_us, _ha.end_us, _h.status, _h.expires_us)
     .select_from(t.hold_attendees.join(t.holds, _h.id == _ha.hold_id))
-    .where(
-        _ha.tenant == bindparam("tenant"),
-        _ha.attendee.in_(bindparam("attendees", expanding=True)),
-        _ha.start_us < bindparam("end"),
-        _ha.start_us > bindparam("lookback"),
-        _ha.end_us > bindparam("start"),
-        _ha.active.is_(True),
-    )
+    .where(*_OVERLAPS)
 )
 # A second statement, so the holds are fetched by primary key: inside one,
 # SQLite may prefer the status index and walk every live hold. For the same

@@ -35,7 +35,7 @@ class InFlight:
         tenant: str,
         key: str,
         write: Callable[[], Awaitable[Reply]],
-        same: Hashable = None,
+        same: Hashable,
     ) -> Reply:
         """Run ``write`` unless the same call is already running; then share its answer.
 

@@ -159,9 +159,10 @@ CREATE_HOLD = Tool(
     usecase="slotward.engine.usecases.placing.place_hold",
     aliases=(("start_time", "start"), ("end_time", "end")),
     idempotent=True,
-    # A higher priority preempts other agents' tentative holds: MCP's "may perform
-    # destructive updates", so a client may ask its user first.
-    destructive=True,
+    # Not destructive (issue 17): a create adds a hold and never removes one of the
+    # caller's own; a preemption displaces only another agent's tentative hold,
+    # which that agent is told of and may re-place (MCP's hint is about the
+    # caller's data). release_calendar_hold is the destructive one.
     needs_workflow=True,
 )
 COMMIT_HOLD = Tool(

@@ -82,7 +82,7 @@ def test_the_registry_holds_the_four_tools_with_their_mcp_hints() -> None:
     ]
     flags = {t.name: (t.read_only, t.idempotent, t.destructive) for t in tools.TOOLS}
     assert flags == {
-        "create_calendar_hold": (False, True, True),
+        "create_calendar_hold": (False, True, False),
         "commit_calendar_hold": (False, True, False),
         "release_calendar_hold": (False, True, True),
         "find_free_slots": (True, True, False),

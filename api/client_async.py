@@ -31,6 +31,7 @@ import aiohttp
 from slotward.api.client_errors import Unreachable, error_from
 from slotward.api.client_results import Availability, Hold
 from slotward.api.client_retry import RetryEvent, RetryPolicy, parse_retry_after, should_retry
+from slotward.engine.tools import FIND_FREE_SLOTS
 
 __all__ = ["Slotward"]
 
@@ -147,11 +148,18 @@ class Slotward:
 
         ``fields`` are the other query parameters (``limit``, ``timezone``).
         """
-        # Repeated, not comma-joined: a display name may hold a comma.
-        query: list[tuple[str, str]] = [("attendees", a) for a in attendees]
-        query += [("from", start), ("to", end), ("duration_minutes", str(duration_minutes))]
-        query += [(name, str(value)) for name, value in fields.items()]
-        _, _, doc = await self._call("GET", "/v1/availability", query=query)
+        if any("," in a for a in attendees):
+            # The query splits every attendees value at its commas, so a display
+            # name holding one ("Doe, Dana <dana@x.com>") would read as two
+            # attendees; the tool envelope carries the list as JSON.
+            arguments = {"attendees": attendees, "from": start, "to": end,
+                         "duration_minutes": duration_minutes, **fields}  # fmt: skip
+            doc = await self.call_tool(FIND_FREE_SLOTS.name, arguments)
+        else:
+            query = [("attendees", a) for a in attendees]
+            query += [("from", start), ("to", end), ("duration_minutes", str(duration_minutes))]
+            query += [(name, str(value)) for name, value in fields.items()]
+            _, _, doc = await self._call("GET", "/v1/availability", query=query)
         return Availability.parse(doc if isinstance(doc, dict) else {})
 
     async def call_tool(

@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
-from slotward.api.client_errors import Unreachable, error_from
+from slotward.api.client_errors import SlotwardError, Unreachable, error_from
 from slotward.api.client_results import Availability, Hold
 from slotward.api.client_retry import RetryEvent, RetryPolicy, parse_retry_after, should_retry
 from slotward.engine.tools import FIND_FREE_SLOTS
@@ -220,6 +220,9 @@ class Slotward:
             else:
                 doc = _json(raw)
                 if 200 <= status < 300:
+                    if doc is None:  # slotward's answers are JSON: something between mangled it
+                        raise SlotwardError(status, "invalid_answer", f"{method} {path}: "
+                                            "the answer's body is not JSON")  # fmt: skip
                     return status, headers, doc
                 error = error_from(
                     status, doc, retry_after=parse_retry_after(

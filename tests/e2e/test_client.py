@@ -105,6 +105,12 @@ async def test_commit_release_and_get_answer_the_hold_as_it_is(served: Served, k
         )  # fmt: skip
         assert (await sw.release_hold(dropped.id)).status == "released"
         assert (await sw.release_hold(dropped.id)).replayed
+        replayed = await sw.create_hold(
+            workflow_id="wf-life", step=2, attendees=["cy@example.com"],
+            start="2030-10-16T11:00:00Z", duration_minutes=45,
+        )  # fmt: skip
+        assert (replayed.replayed, replayed.id) == (True, dropped.id)
+        assert (replayed.status, replayed.status_now) == ("held", "released")  # the truth now
         assert dropped.token is not None
         with pytest.raises(HoldLost) as lost:
             await sw.commit_hold(dropped.id, dropped.token)

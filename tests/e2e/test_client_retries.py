@@ -276,3 +276,22 @@ async def test_a_silent_server_times_out_each_attempt_then_the_deadline_ends_the
             with pytest.raises(Unreachable) as late:
                 await sw.get_hold("hold_1")
         assert late.value.code == "deadline_exceeded"
+
+
+async def test_a_2xx_whose_body_is_not_json_is_an_error_not_an_empty_hold() -> None:
+    async def mangled(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(b"HTTP/1.1 201 Created\r\nContent-Length: 6\r\n\r\n<html>")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(mangled, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with Slotward(f"http://127.0.0.1:{port}", "sw_x") as sw:
+            with pytest.raises(SlotwardError) as odd:
+                await sw.create_hold(**ARGS)
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert (odd.value.status, odd.value.code) == (201, "invalid_answer")

@@ -218,18 +218,10 @@ class Slotward:
                     raise Unreachable(0, reason, detail, retryable=True) from exc
                 status, wait_for = 0, None
             else:
-                doc = _json(raw)
                 if 200 <= status < 300:
-                    if doc is None:  # slotward's answers are JSON: something between mangled it
-                        raise SlotwardError(status, "invalid_answer", f"{method} {path}: "
-                                            "the answer's body is not JSON")  # fmt: skip
-                    return status, headers, doc
-                error = error_from(
-                    status, doc, retry_after=parse_retry_after(
-                        headers.get("Retry-After"), headers.get("Date")),
-                    idempotency_key=headers.get("Idempotency-Key"),
-                )  # fmt: skip
-                if last or not should_retry(status, error.code):
+                    return status, headers, _document(method, path, status, raw)
+                error = _refusal(status, headers, raw)
+                if last or not _worth_retrying(error):
                     raise error
                 reason, wait_for = error.code or f"http_{status}", error.retry_after
             await self._pause(RetryEvent(
@@ -266,6 +258,25 @@ def _segment(hold_id: str) -> str:
     if not isinstance(hold_id, str) or not hold_id:
         raise ValueError("hold_id must be a non-empty string")
     return quote(hold_id, safe="")
+
+
+def _document(method: str, path: str, status: int, raw: bytes) -> Any:
+    doc = _json(raw)
+    if doc is None:  # slotward's answers are JSON: something in between mangled this one
+        detail = f"{method} {path}: the answer's body is not JSON"
+        raise SlotwardError(status, "invalid_answer", detail)
+    return doc
+
+
+def _refusal(status: int, headers: Mapping[str, str], raw: bytes) -> SlotwardError:
+    retry_after = parse_retry_after(headers.get("Retry-After"), headers.get("Date"))
+    key = headers.get("Idempotency-Key")
+    return error_from(status, _json(raw), retry_after=retry_after, idempotency_key=key)
+
+
+def _worth_retrying(error: SlotwardError) -> bool:
+    said = error.problem.get("retryable")  # True, False, or absent (not a problem document)
+    return should_retry(error.status, error.code, said if isinstance(said, bool) else None)
 
 
 def _json(raw: bytes) -> Any:

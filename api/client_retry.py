@@ -28,8 +28,15 @@ __all__ = ["RETRY_STATUSES", "RetryEvent", "RetryPolicy", "parse_retry_after", "
 RETRY_STATUSES = frozenset({429, 503})
 
 
-def should_retry(status: int, code: str | None) -> bool:
-    """Whether an answer with ``status`` and problem ``code`` is worth the same call again."""
+def should_retry(status: int, code: str | None, retryable: bool | None = None) -> bool:
+    """Whether an answer is worth the same call again.
+
+    ``code`` and ``retryable`` are the problem document's (``None`` without
+    one). A 503 the server itself calls not retryable (``audit_key_required``:
+    this process lacks a setting) is final; a proxy's bare 503 is retried.
+    """
+    if status == 503:
+        return retryable is not False
     return status in RETRY_STATUSES or (status == 409 and code == "request_in_progress")
 
 

@@ -34,9 +34,10 @@ class SyncSlotward:
     def __init__(self, url: str, key: str, **options: Any) -> None:
         if "session" in options:
             raise TypeError("SyncSlotward opens its own session on its own event loop")
+        self._client = Slotward(url, key, **options)  # validates before a loop exists
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
-        self._client = Slotward(url, key, **options)  # validates before a thread starts
+        self._starting = threading.Lock()  # two first calls from two threads start one loop
 
     def __repr__(self) -> str:
         return f"SyncSlotward(url={self._client.url!r})"
@@ -66,11 +67,12 @@ class SyncSlotward:
         if self._loop.is_closed():
             coro.close()
             raise RuntimeError("this SyncSlotward is closed")
-        if self._thread is None:
-            self._thread = threading.Thread(
-                target=self._loop.run_forever, name="slotward-client", daemon=True
-            )
-            self._thread.start()
+        with self._starting:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._loop.run_forever, name="slotward-client", daemon=True
+                )
+                self._thread.start()
         return self._submit(coro).result()
 
     def create_hold(

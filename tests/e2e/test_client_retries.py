@@ -295,3 +295,29 @@ async def test_a_2xx_whose_body_is_not_json_is_an_error_not_an_empty_hold() -> N
         server.close()
         await server.wait_closed()
     assert (odd.value.status, odd.value.code) == (201, "invalid_answer")
+
+
+@SQLITE
+@pytest.mark.parametrize("config_overrides", [{"max_connections": 1}])
+async def test_a_503_past_the_connection_cap_is_retried_once_a_connection_frees(
+    server: Server, config_overrides: dict[str, Any]
+) -> None:
+    secret = (await server.key()).secret
+    assert secret is not None
+    held_reader, held = await asyncio.open_connection("127.0.0.1", _port(server.base))
+    held.write(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")  # served: the one connection is taken
+    await held.drain()
+    assert (await held_reader.readline()).startswith(b"HTTP/1.1 200")
+
+    async def free_it(seconds: float) -> None:
+        if not held.is_closing():
+            held.close()
+            await held.wait_closed()
+
+    waits = Waits(free_it)
+    async with Slotward(server.base, secret, **waits.hooks()) as sw:
+        hold = await sw.create_hold(**ARGS)
+    # The server may see the close a moment after the retry: more 503s, never another answer.
+    assert {(e.status, e.reason) for e in waits.events} == {(503, "too_many_connections")}
+    assert all(d >= 1.0 for d in waits.delays)  # its Retry-After: 1
+    assert (hold.status, hold.replayed) == ("held", False)

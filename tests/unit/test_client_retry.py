@@ -66,6 +66,12 @@ def test_only_answers_that_may_change_are_retried(
     assert should_retry(status, code) is retried
 
 
+def test_a_503_the_server_calls_final_is_not_retried() -> None:
+    assert should_retry(503, "audit_key_required", False) is False
+    assert should_retry(503, "store_unavailable", True) is True
+    assert should_retry(429, "rate_limited", False) is True  # a rate always refills
+
+
 def test_retry_after_is_honoured_never_sooner_and_capped() -> None:
     policy, rng = RetryPolicy(max_retry_after=30), random.Random(7)
     waits = [policy.delay(n, 2.0, rng) for n in range(50)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
@@ -48,6 +49,7 @@ class Proxy:
         self.upstream_port, self.drop, self.blackhole = upstream_port, drop, blackhole
         self.connections = 0
         self.lost = 0
+        self.sent: list[bytearray] = []  # what each connection's client sent
 
     @contextlib.asynccontextmanager
     async def running(self) -> AsyncIterator[str]:
@@ -66,7 +68,8 @@ class Proxy:
                 await reader.read()  # until the client gives up
                 return
             up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
-            pump = asyncio.ensure_future(_pump(reader, up_writer, close=True))
+            self.sent.append(sent := bytearray())
+            pump = asyncio.ensure_future(_pump(reader, up_writer, close=True, into=sent))
             try:
                 if self.lost < self.drop:
                     await up_reader.read(1)  # the answer has begun: the server acted
@@ -81,9 +84,15 @@ class Proxy:
 
 
 async def _pump(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, close: bool = False
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+    *,
+    close: bool = False,
+    into: bytearray | None = None,
 ) -> None:
     while chunk := await reader.read(65536):
+        if into is not None:
+            into += chunk
         writer.write(chunk)
         await writer.drain()
     if close:  # the client hung up: so does the proxy, and the server sees it
@@ -135,6 +144,9 @@ async def test_a_lost_answer_is_retried_and_replays_the_one_hold(server: Server)
     ):
         hold = await sw.create_hold(**ARGS)
     assert (proxy.lost, proxy.connections) == (2, 3)
+    bodies = {bytes(sent).partition(b"\r\n\r\n")[2] for sent in proxy.sent}
+    assert len(bodies) == 1  # every attempt sent the very same bytes
+    assert json.loads(bodies.pop())["workflow_id"] == ARGS["workflow_id"]
     assert [(e.retry, e.status, e.reason) for e in waits.events] == [
         (1, 0, "connection_error"),
         (2, 0, "connection_error"),

@@ -28,9 +28,10 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
-from slotward.api.client_errors import SlotwardError, Unreachable, error_from
+from slotward.api.client_answers import document, refusal, worth_retrying
+from slotward.api.client_errors import Unreachable
 from slotward.api.client_results import Availability, Hold
-from slotward.api.client_retry import RetryEvent, RetryPolicy, parse_retry_after, should_retry
+from slotward.api.client_retry import RetryEvent, RetryPolicy
 from slotward.engine.tools import FIND_FREE_SLOTS
 
 __all__ = ["Slotward"]
@@ -141,6 +142,35 @@ class Slotward:
         """The hold as it is now."""
         return _hold(await self._call("GET", f"/v1/holds/{_segment(hold_id)}"))
 
+    async def list_holds(
+        self,
+        *,
+        workflow_id: str | None = None,
+        status: str | list[str] | None = None,
+        attendee: str | None = None,
+        limit: int | None = None,
+    ) -> list[Hold]:
+        """The caller's holds, newest first, every page of them (``GET /v1/holds``).
+
+        An agent back from a crash can ask what its workflow holds. ``status`` is
+        one of ``held``, ``committed``, ``released``, ``expired``, ``preempted``
+        or a list of them; ``limit`` stops after that many holds.
+        """
+        query = [("workflow_id", workflow_id), ("attendee", attendee)]
+        wanted = status if status is None or isinstance(status, str) else ",".join(status)
+        given = [(name, value) for name, value in (*query, ("status", wanted)) if value]
+        found: list[Hold] = []
+        cursor: str | None = None
+        while limit is None or len(found) < limit:
+            page = given + ([("cursor", cursor)] if cursor else [])
+            _, _, doc = await self._call("GET", "/v1/holds", query=page)
+            items = doc.get("items") if isinstance(doc, dict) else None
+            found += [Hold.parse(item) for item in items or [] if isinstance(item, dict)]
+            cursor = doc.get("next_cursor") if isinstance(doc, dict) else None
+            if not isinstance(cursor, str) or not cursor:
+                break
+        return found if limit is None else found[:limit]
+
     async def find_free_slots(
         self, attendees: list[str], start: str, end: str, duration_minutes: int, **fields: Any
     ) -> Availability:
@@ -219,9 +249,9 @@ class Slotward:
                 status, wait_for = 0, None
             else:
                 if 200 <= status < 300:
-                    return status, headers, _document(method, path, status, raw)
-                error = _refusal(status, headers, raw)
-                if last or not _worth_retrying(error):
+                    return status, headers, document(method, path, status, raw)
+                error = refusal(status, headers, raw)
+                if last or not worth_retrying(error):
                     raise error
                 reason, wait_for = error.code or f"http_{status}", error.retry_after
             await self._pause(RetryEvent(
@@ -258,32 +288,6 @@ def _segment(hold_id: str) -> str:
     if not isinstance(hold_id, str) or not hold_id:
         raise ValueError("hold_id must be a non-empty string")
     return quote(hold_id, safe="")
-
-
-def _document(method: str, path: str, status: int, raw: bytes) -> Any:
-    doc = _json(raw)
-    if doc is None:  # slotward's answers are JSON: something in between mangled this one
-        detail = f"{method} {path}: the answer's body is not JSON"
-        raise SlotwardError(status, "invalid_answer", detail)
-    return doc
-
-
-def _refusal(status: int, headers: Mapping[str, str], raw: bytes) -> SlotwardError:
-    retry_after = parse_retry_after(headers.get("Retry-After"), headers.get("Date"))
-    key = headers.get("Idempotency-Key")
-    return error_from(status, _json(raw), retry_after=retry_after, idempotency_key=key)
-
-
-def _worth_retrying(error: SlotwardError) -> bool:
-    said = error.problem.get("retryable")  # True, False, or absent (not a problem document)
-    return should_retry(error.status, error.code, said if isinstance(said, bool) else None)
-
-
-def _json(raw: bytes) -> Any:
-    try:
-        return json.loads(raw) if raw else None
-    except ValueError:  # a proxy's HTML page, say: the status still speaks
-        return None
 
 
 def _hold(answer: _Answer) -> Hold:

@@ -6,9 +6,10 @@ commit or release replays the first, so a retry lands once. What is retried is
 what says "the same call may work in a moment": no answer (a timeout, a refused
 or reset connection, an answer cut short), 429 ``rate_limited``, 503 (the store,
 a calendar or the connection cap; not one whose problem says ``retryable: false``)
-and 409 ``request_in_progress`` (the same call is still being written). Every other answer is final, ``slot_conflict``
-included: its ``retryable`` means the slot may free up, which is the agent's
-decision (pick an alternative), not a loop's.
+and 409 ``request_in_progress`` (the same call is still being written). Every
+other answer is final, ``slot_conflict`` included: its ``retryable`` means the
+slot may free up, which is the agent's decision (pick an alternative), not a
+loop's.
 
 The wait honours ``Retry-After`` (seconds, or an HTTP date read against the
 answer's own ``Date``, so no clock is read here), capped; without one it is an

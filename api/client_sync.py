@@ -106,6 +106,21 @@ class SyncSlotward:
         """See :meth:`Slotward.get_hold`."""
         return self._run(self._client.get_hold(hold_id))
 
+    def list_holds(
+        self,
+        *,
+        workflow_id: str | None = None,
+        status: str | list[str] | None = None,
+        attendee: str | None = None,
+        limit: int | None = None,
+    ) -> list[Hold]:
+        """See :meth:`Slotward.list_holds`."""
+        return self._run(
+            self._client.list_holds(
+                workflow_id=workflow_id, status=status, attendee=attendee, limit=limit
+            )
+        )
+
     def find_free_slots(
         self, attendees: list[str], start: str, end: str, duration_minutes: int, **fields: Any
     ) -> Availability:

@@ -173,6 +173,30 @@ async def test_call_tool_takes_the_generic_envelope_and_keys_alike(
         assert bad.value.status == 422
 
 
+async def test_a_workflow_lists_every_page_of_its_holds(served: Served, key: str) -> None:
+    async with Slotward(served.base, key) as sw:
+        made = [
+            await sw.create_hold(
+                workflow_id="wf-list", step=i, attendees=["ivy@example.com"],
+                start=f"2030-11-{1 + i // 20:02d}T{8 + (i % 20) // 2:02d}:{30 * (i % 2):02d}:00Z",
+                duration_minutes=30,
+            )
+            for i in range(55)  # past the server's page of 50
+        ]  # fmt: skip
+        await sw.release_hold(made[0].id)
+        await sw.commit_hold(made[1].id, made[1].token or 0)
+        every = await sw.list_holds(workflow_id="wf-list")
+        assert sorted(h.id for h in every) == sorted(h.id for h in made)
+        assert [h.id for h in await sw.list_holds(workflow_id="wf-list", limit=3)] == [
+            h.id for h in every[:3]
+        ]
+        done = await sw.list_holds(workflow_id="wf-list", status=["released", "committed"])
+        assert {(h.id, h.status) for h in done} == {
+            (made[0].id, "released"), (made[1].id, "committed"),
+        }  # fmt: skip
+        assert await sw.list_holds(workflow_id="wf-nothing") == []
+
+
 def test_the_sync_client_books_without_an_event_loop(served: Served, key: str) -> None:
     with SyncSlotward(served.base, key) as sw:
         hold = sw.create_hold(
@@ -182,6 +206,7 @@ def test_the_sync_client_books_without_an_event_loop(served: Served, key: str) -
         assert hold.token is not None
         assert sw.commit_hold(hold.id, hold.token).status == "committed"
         assert sw.get_hold(hold.id).status == "committed"
+        assert [h.id for h in sw.list_holds(workflow_id="wf-sync")] == [hold.id]
         with pytest.raises(SlotConflict):
             sw.create_hold(
                 workflow_id="wf-sync-2", attendees=["gus@example.com"],

@@ -188,7 +188,7 @@ class Slotward:
         else:
             query = [("attendees", a) for a in attendees]
             query += [("from", start), ("to", end), ("duration_minutes", str(duration_minutes))]
-            query += [(name, str(value)) for name, value in fields.items()]
+            query += [(name, str(v)) for name, v in fields.items() if v is not None]
             _, _, doc = await self._call("GET", "/v1/availability", query=query)
         return Availability.parse(doc if isinstance(doc, dict) else {})
 

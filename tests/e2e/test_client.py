@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
+import aiohttp
 import pytest
 
 from slotward.api.client import (
@@ -195,6 +196,19 @@ async def test_a_workflow_lists_every_page_of_its_holds(served: Served, key: str
             (made[0].id, "released"), (made[1].id, "committed"),
         }  # fmt: skip
         assert await sw.list_holds(workflow_id="wf-nothing") == []
+
+
+async def test_a_session_passed_in_is_used_and_left_open(served: Served, key: str) -> None:
+    async with aiohttp.ClientSession() as session:
+        async with Slotward(served.base, key, session=session) as sw:
+            found = await sw.find_free_slots(
+                ["jo@example.com"], "2030-10-19T09:00:00Z", "2030-10-19T10:00:00Z", 30,
+                limit=1, timezone=None,
+            )  # fmt: skip
+        assert [s.start for s in found.slots] == ["2030-10-19T09:00:00Z"]
+        assert not session.closed
+        async with session.get(served.base + "/healthz") as resp:
+            assert resp.status == 200
 
 
 def test_the_sync_client_books_without_an_event_loop(served: Served, key: str) -> None:

@@ -178,6 +178,7 @@ class Slotward:
 
         ``fields`` are the other query parameters (``limit``, ``timezone``).
         """
+        fields = {name: value for name, value in fields.items() if value is not None}
         if any("," in a for a in attendees):
             # The query splits every attendees value at its commas, so a display
             # name holding one ("Doe, Dana <dana@x.com>") would read as two
@@ -188,7 +189,7 @@ class Slotward:
         else:
             query = [("attendees", a) for a in attendees]
             query += [("from", start), ("to", end), ("duration_minutes", str(duration_minutes))]
-            query += [(name, str(v)) for name, v in fields.items() if v is not None]
+            query += [(name, str(value)) for name, value in fields.items()]
             _, _, doc = await self._call("GET", "/v1/availability", query=query)
         return Availability.parse(doc if isinstance(doc, dict) else {})
 

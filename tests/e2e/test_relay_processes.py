@@ -28,6 +28,7 @@ import aiohttp
 import pytest
 
 from slotward.api.bootstrap import open_store
+from slotward.api.client import Slotward
 from slotward.api.config import Config
 from slotward.api.keys import create_key
 from slotward.engine.clock import SystemClock, TimeOrderedIds
@@ -141,16 +142,19 @@ class Cluster:
         assert status == 201, doc
         receiver.secrets.append(doc["secret"])
 
+    def agent_of(self, served: Served) -> Slotward:
+        """The agent's client of ``served``; no retries, so a refusal fails the test."""
+        return Slotward(served.base, self.agent, session=self.session, retries=0)
+
     async def hold(self, served: Served, name: str, *, commit: bool = False) -> str:
         body = {**HOLD_BODY, "workflow_id": f"wf-{name}", "attendees": [f"{name}@example.com"]}
-        status, doc = await self.call(served, "POST", "/v1/holds", body)
-        assert status == 201, doc
+        sw = self.agent_of(served)
+        hold = await sw.create_hold(**body)
+        assert (hold.status, hold.replayed) == ("held", False)
         if commit:
-            status, done = await self.call(
-                served, "POST", f"/v1/holds/{doc['id']}/commit", {"token": doc["token"]}
-            )
-            assert status == 200, done
-        return str(doc["id"])
+            assert hold.token is not None
+            assert (await sw.commit_hold(hold.id, hold.token)).status == "committed"
+        return hold.id
 
     async def events(self, served: Served, state: str) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -247,8 +251,8 @@ async def test_two_processes_on_postgresql_deliver_every_event_in_order(
         async def life(i: int) -> None:
             served = (a, b)[i % 2]
             hold_id = await c.hold(served, f"room-{i}", commit=True)
-            status, _ = await c.call((b, a)[i % 2], "POST", f"/v1/holds/{hold_id}/release")
-            assert status == 200
+            released = await c.agent_of((b, a)[i % 2]).release_hold(hold_id)
+            assert released.status == "released"
 
         await asyncio.gather(*(life(i) for i in range(holds)))
         await eventually(partial(c.settled, a), 60, lambda: f"{len(receiver.delivered_ids())}")

@@ -27,6 +27,7 @@ from sqlalchemy.pool import NullPool
 from slotward.adapters.store import tables
 from slotward.adapters.store.instants import from_us, to_us
 from slotward.api.bootstrap import bootstrap, open_store
+from slotward.api.client import SlotConflict, Slotward
 from slotward.api.config import Config
 from slotward.api.http.app import build_app
 from slotward.api.keys import create_key
@@ -78,9 +79,12 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Db]:
 
 @dataclasses.dataclass
 class Api:
+    """The Python client for the tools; raw posts where the bytes are what is checked."""
+
     session: aiohttp.ClientSession
     base: str
     headers: dict[str, str]
+    client: Slotward
 
     async def post(self, path: str, body: dict[str, Any]) -> tuple[int, dict[str, str], bytes]:
         url, headers = self.base + path, self.headers
@@ -107,7 +111,8 @@ async def api(db: Db) -> AsyncIterator[Api]:
     )
     app = build_app(services, config, sweep=False)
     async with serving(app, config) as base, aiohttp.ClientSession() as session:
-        yield Api(session, base, {"Authorization": f"Bearer {made.secret}"})
+        client = Slotward(base, made.secret, session=session, retries=0)
+        yield Api(session, base, {"Authorization": f"Bearer {made.secret}"}, client)
 
 
 def test_the_seeded_rows_fill_every_column_of_the_schema() -> None:
@@ -175,8 +180,8 @@ def _claim(email: str, start: datetime, minutes: int = 30) -> dict[str, Any]:
 
 async def test_claims_from_free_from_are_booked(db: Db, api: Api) -> None:
     for email in (db.seeded.attendees[0], db.seeded.attendees[-1]):
-        status, _, body = await api.post("/v1/holds", _claim(email, db.seeded.free_from))
-        assert status == 201, body
+        hold = await api.client.create_hold(**_claim(email, db.seeded.free_from))
+        assert (hold.status, hold.replayed) == ("held", False)
 
 
 async def test_a_claim_over_a_seeded_committed_hold_conflicts(db: Db, api: Api) -> None:
@@ -190,11 +195,9 @@ async def test_a_claim_over_a_seeded_committed_hold_conflicts(db: Db, api: Api) 
     )
     assert rows, "no seeded committed hold still to come"
     email, start_us = rows[0]
-    status, _, body = await api.post("/v1/holds", _claim(email, from_us(start_us), 15))
-    assert status == 409, body
-    problem = json.loads(body)
-    assert problem["code"] == "slot_conflict"
-    assert {c["kind"] for c in problem["conflicts"]} == {"committed"}
+    with pytest.raises(SlotConflict) as taken:
+        await api.client.create_hold(**_claim(email, from_us(start_us), 15))
+    assert {c.kind for c in taken.value.conflict_entries} == {"committed"}
 
 
 async def test_a_seeded_create_replays_its_stored_answer(db: Db, api: Api) -> None:

@@ -1,0 +1,48 @@
+"""The Python client of slotward's HTTP API, for agents and scripts.
+
+    from slotward.api.client import Slotward, SlotConflict
+
+    async with Slotward("http://127.0.0.1:8080", key) as sw:
+        try:
+            hold = await sw.create_hold(workflow_id="wf-42", step=3,
+                                        attendees=["alex@example.com"],
+                                        start="2030-10-14T14:00:00Z", duration_minutes=30)
+        except SlotConflict as taken:
+            ...  # taken.alternatives: free slots of the same length, nearest first
+        else:
+            await sw.commit_hold(hold.id, hold.token)
+
+The client retries what may succeed on a second try (no answer, 429, 503, 409
+``request_in_progress``) with the same body, honouring ``Retry-After``: the
+server derives the key from the call's intent, so a retry lands once and
+answers the first result (``hold.replayed``). docs/client.md is the tour.
+
+The parts: the async client (api/client_async.py), its retries
+(api/client_retry.py), typed answers (api/client_results.py), errors
+(api/client_errors.py) and the sync wrapper (api/client_sync.py).
+"""
+
+from __future__ import annotations
+
+from slotward.api.client_async import Slotward
+from slotward.api.client_errors import HoldLost, SlotConflict, SlotwardError, Unreachable
+from slotward.api.client_results import Alternative, Availability, Busy, Conflict, Hold, Interval
+from slotward.api.client_retry import RetryEvent, RetryPolicy
+from slotward.api.client_sync import SyncSlotward
+
+__all__ = [
+    "Alternative",
+    "Availability",
+    "Busy",
+    "Conflict",
+    "Hold",
+    "HoldLost",
+    "Interval",
+    "RetryEvent",
+    "RetryPolicy",
+    "SlotConflict",
+    "Slotward",
+    "SlotwardError",
+    "SyncSlotward",
+    "Unreachable",
+]

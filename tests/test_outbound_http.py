@@ -22,7 +22,7 @@ ALLOWED = (ROOT / "adapters" / "webhooks" / "sender.py",)
 ALLOWED_UNDER = (ROOT / "adapters" / "providers",)
 # The Python client (issue 17) sends to the slotward server its user names, never
 # to a URL a tenant supplied, so the SSRF guard is not its concern.
-CLIENT = ROOT / "api" / "client_async.py"
+CLIENT = ROOT / "api" / "client" / "session.py"
 
 _MODULES = {"urllib.request", "http.client", "httpx", "requests", "urllib3", "aiohttp.client"}
 _FROM = {("urllib", "request"), ("http", "client")}

@@ -15,7 +15,7 @@ from slotward.api.client import (
     SlotwardError,
     Unreachable,
 )
-from slotward.api.client_errors import error_from
+from slotward.api.client.errors import error_from
 
 HOLD: dict[str, Any] = {
     "id": "hold_1",

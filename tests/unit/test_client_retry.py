@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from slotward.api.client_retry import RetryPolicy, parse_retry_after, should_retry
+from slotward.api.client.retry import RetryPolicy, parse_retry_after, should_retry
 
 DATE = "Wed, 02 Dec 2026 00:09:17 GMT"
 

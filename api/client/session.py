@@ -9,10 +9,10 @@
 Every call may be sent more than once: the server derives a create's key from
 its intent and replays a repeated commit or release, so the client retries a
 call that got no answer, or a 429, 503 or 409 ``request_in_progress``, with the
-same body (api/client_retry.py says which and how long it waits). Answers are
-typed (api/client_results.py); refusals raise the error tree of
-api/client_errors.py. docs/client.md has the whole tour; SyncSlotward
-(api/client_sync.py) is the same client for code without an event loop.
+same body (api/client/retry.py says which and how long it waits). Answers are
+typed (api/client/results.py); refusals raise the error tree of
+api/client/errors.py. docs/client.md has the whole tour; SyncSlotward
+(api/client/sync.py) is the same client for code without an event loop.
 """
 
 from __future__ import annotations
@@ -28,10 +28,10 @@ from urllib.parse import quote, urlsplit
 
 import aiohttp
 
-from slotward.api.client_answers import document, refusal, worth_retrying
-from slotward.api.client_errors import Unreachable
-from slotward.api.client_results import Availability, Hold
-from slotward.api.client_retry import RetryEvent, RetryPolicy
+from slotward.api.client.answers import document, refusal, worth_retrying
+from slotward.api.client.errors import Unreachable
+from slotward.api.client.results import Availability, Hold
+from slotward.api.client.retry import RetryEvent, RetryPolicy
 from slotward.engine.tools import FIND_FREE_SLOTS
 
 __all__ = ["Slotward"]

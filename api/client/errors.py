@@ -12,7 +12,7 @@ The classes are the answers an agent acts on differently; every other code is
 a plain :class:`SlotwardError` whose ``code`` is the server's stable code (the
 README's "Errors" lists them). ``retryable`` is the server's own word (true for
 ``slot_conflict`` too: the slot may free up later); the client's automatic
-retries are narrower (api/client_retry.py).
+retries are narrower (api/client/retry.py).
 
 No message, repr or attribute of these errors holds the API key: they are made
 from the server's answer and the request's method and path only.
@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from slotward.api.client_results import Alternative, Conflict
+from slotward.api.client.results import Alternative, Conflict
 
 __all__ = ["HoldLost", "SlotConflict", "SlotwardError", "Unreachable", "error_from"]
 

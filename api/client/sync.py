@@ -1,6 +1,6 @@
 """SyncSlotward: the client for scripts and notebooks, without ``await``.
 
-It runs an async :class:`~slotward.api.client_async.Slotward` on an event loop
+It runs an async :class:`~slotward.api.client.session.Slotward` on an event loop
 of its own, in a thread of its own: a notebook already runs a loop in its main
 thread, where ``asyncio.run`` would refuse to start another. Errors and
 results are the async client's.
@@ -15,8 +15,8 @@ from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
-from slotward.api.client_async import Slotward
-from slotward.api.client_results import Availability, Hold
+from slotward.api.client.results import Availability, Hold
+from slotward.api.client.session import Slotward
 
 __all__ = ["SyncSlotward"]
 

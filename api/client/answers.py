@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from slotward.api.client_errors import SlotwardError, error_from
-from slotward.api.client_retry import parse_retry_after, should_retry
+from slotward.api.client.errors import SlotwardError, error_from
+from slotward.api.client.retry import parse_retry_after, should_retry
 
 __all__ = ["document", "refusal", "worth_retrying"]
 
@@ -29,7 +29,7 @@ def refusal(status: int, headers: Mapping[str, str], raw: bytes) -> SlotwardErro
 
 
 def worth_retrying(error: SlotwardError) -> bool:
-    """Whether the same call may get another answer (api/client_retry.py)."""
+    """Whether the same call may get another answer (api/client/retry.py)."""
     said = error.problem.get("retryable")  # True, False, or absent (not a problem document)
     return should_retry(error.status, error.code, said if isinstance(said, bool) else None)
 

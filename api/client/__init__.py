@@ -17,18 +17,18 @@ The client retries what may succeed on a second try (no answer, 429, 503, 409
 server derives the key from the call's intent, so a retry lands once and
 answers the first result (``hold.replayed``). docs/client.md is the tour.
 
-The parts: the async client (api/client_async.py), its retries
-(api/client_retry.py), typed answers (api/client_results.py), errors
-(api/client_errors.py) and the sync wrapper (api/client_sync.py).
+The parts: the async client (api/client/session.py), its retries
+(api/client/retry.py), typed answers (api/client/results.py), errors
+(api/client/errors.py) and the sync wrapper (api/client/sync.py).
 """
 
 from __future__ import annotations
 
-from slotward.api.client_async import Slotward
-from slotward.api.client_errors import HoldLost, SlotConflict, SlotwardError, Unreachable
-from slotward.api.client_results import Alternative, Availability, Busy, Conflict, Hold, Interval
-from slotward.api.client_retry import RetryEvent, RetryPolicy
-from slotward.api.client_sync import SyncSlotward
+from slotward.api.client.errors import HoldLost, SlotConflict, SlotwardError, Unreachable
+from slotward.api.client.results import Alternative, Availability, Busy, Conflict, Hold, Interval
+from slotward.api.client.retry import RetryEvent, RetryPolicy
+from slotward.api.client.session import Slotward
+from slotward.api.client.sync import SyncSlotward
 
 __all__ = [
     "Alternative",

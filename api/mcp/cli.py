@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import signal
 import socket
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import replace
+from types import FrameType
 
 import uvicorn
 
@@ -30,6 +32,7 @@ __all__ = ["KEY_VARIABLE", "add_mcp_parser", "run_mcp"]
 KEY_VARIABLE = "SLOTWARD_API_KEY"
 _STDIO, _HTTP = "stdio", "streamable-http"
 _PATH = "/mcp"
+_STOPS = (signal.SIGINT, signal.SIGTERM)
 
 
 def add_mcp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -99,6 +102,18 @@ async def _serve_http(server: SlotwardMCP, host: str, port: int, log_level: str)
         bound = sock.getsockname()[1]
         print(f"slotward mcp serving http://{host}:{bound}{_PATH}", flush=True)
         settings = uvicorn.Config(app, log_level=log_level.lower(), access_log=False)
-        await uvicorn.Server(settings).serve(sockets=[sock])
+        # uvicorn stops on SIGINT or SIGTERM, then raises the signal again to the
+        # handler it found: this one, so a stop asked for is a clean exit (0), after
+        # the embedded store has closed, as `slotward serve` exits.
+        found = {sig: signal.signal(sig, _stopped) for sig in _STOPS}
+        try:
+            await uvicorn.Server(settings).serve(sockets=[sock])
+        finally:
+            for sig, handler in found.items():
+                signal.signal(sig, handler)
     finally:
         sock.close()
+
+
+def _stopped(sig: int, frame: FrameType | None) -> None:
+    """The stop was served already (uvicorn shut down): nothing is left to do."""

@@ -79,7 +79,7 @@ async def _serve(config: Config, args: argparse.Namespace, key: str | None) -> N
         if args.transport == _STDIO:
             await server.run_stdio_async()
         else:
-            await _serve_http(server, args.host, args.port, config.log_level)
+            await _serve_http(server, args.host, args.port)
 
 
 @asynccontextmanager
@@ -94,14 +94,15 @@ async def _backend(
             yield embedded
 
 
-async def _serve_http(server: SlotwardMCP, host: str, port: int, log_level: str) -> None:
+async def _serve_http(server: SlotwardMCP, host: str, port: int) -> None:
     """Streamable HTTP at ``/mcp``; the bound port is printed (``--port 0`` picks one)."""
     app = server.streamable_http_app(streamable_http_path=_PATH, host=host)
     sock = socket.create_server((host, port))
     try:
         bound = sock.getsockname()[1]
         print(f"slotward mcp serving http://{host}:{bound}{_PATH}", flush=True)
-        settings = uvicorn.Config(app, log_level=log_level.lower(), access_log=False)
+        # log_config=None: uvicorn's records go through slotward's logging (api/logs.py).
+        settings = uvicorn.Config(app, log_config=None, access_log=False)
         # uvicorn stops on SIGINT or SIGTERM, then raises the signal again to the
         # handler it found: this one, so a stop asked for is a clean exit (0), after
         # the embedded store has closed, as `slotward serve` exits.

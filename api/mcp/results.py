@@ -73,11 +73,7 @@ def next_step(problem: dict[str, Any]) -> str:
     known = CODES.get(code) if isinstance(code, str) else None
     family = known.family if known is not None else None
     if family is not None and issubclass(family, SlotConflict):
-        return (
-            "The slot is taken. Pick one of `alternatives` (free for every attendee) and call "
-            f"{CREATE_HOLD.name} again with its start and end, or call {FIND_FREE_SLOTS.name} "
-            "for more; `conflicts` says who is busy when."
-        )
+        return _after_conflict(problem)
     if problem.get("retryable") is True:
         wait = problem.get("retry_after")
         after = f" after {wait} s" if isinstance(wait, int) else " shortly"
@@ -93,6 +89,24 @@ def next_step(problem: dict[str, Any]) -> str:
     if family is not None and issubclass(family, Conflict):
         return f"The hold cannot do this now (see `detail`); to book, call {CREATE_HOLD.name} anew."
     return "The call cannot succeed as sent: see `detail`."
+
+
+def _after_conflict(problem: dict[str, Any]) -> str:
+    advice = (
+        "The slot is taken. Pick one of `alternatives` (free for every attendee) and call "
+        f"{CREATE_HOLD.name} again with its start and end, or call {FIND_FREE_SLOTS.name} "
+        "for more; `conflicts` says who is busy when."
+    )
+    conflicts = problem.get("conflicts")
+    if isinstance(conflicts, list) and any(
+        isinstance(c, dict) and c.get("same_intent") is True for c in conflicts
+    ):
+        advice += (
+            " A conflict with `same_intent: true` is your own hold of this very call, placed "
+            "in another workflow (an earlier session): to get it back, call again with that "
+            "workflow's `workflow_id`."
+        )
+    return advice
 
 
 def tool_result(answer: Answer) -> CallToolResult:

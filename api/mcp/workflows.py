@@ -4,7 +4,7 @@ A create is keyed by its workflow (DESIGN section 3): the same workflow, step,
 attendees and times land once. A model rarely carries a workflow id of its own,
 so the MCP session gives one, in this order:
 
-1. the call's own ``workflow_id`` argument;
+1. the call's own ``workflow_id`` argument (null counts as absent);
 2. ``--workflow`` (one workflow for everything this server serves);
 3. the MCP session's: over stdio the process is the session, and its workflow
    is drawn once at start; over streamable HTTP it is derived from the
@@ -45,8 +45,8 @@ class SessionWorkflows:
 
     def of(self, given: Mapping[str, object], headers: Mapping[str, str] | None) -> object:
         """The call's workflow: its argument if given (checked where envelopes are), else the
-        session's."""
-        if "workflow_id" in given:
+        session's. A null argument is no argument: models send null for what they omit."""
+        if given.get("workflow_id") is not None:
             return given["workflow_id"]
         if self._fixed is not None:
             return self._fixed

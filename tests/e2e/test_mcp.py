@@ -124,6 +124,12 @@ async def test_a_workflow_given_keeps_a_retry_once_across_sessions(tmp_path: Pat
             holds.append(structured(await s.call_tool(CREATE_HOLD.name, call)))
     assert holds[0]["id"] == holds[1]["id"]
     assert holds[0]["workflow_id"] == "wf-42"
+    # Without it, the new session's workflow is another: the hold is told apart as its own.
+    async with stdio_session(_mcp(db), tmp_path / "err.log", {KEY_VARIABLE: key}) as s:
+        lost = await s.call_tool(CREATE_HOLD.name, SLOT)
+    assert lost.is_error
+    assert [c["same_intent"] for c in structured(lost)["conflicts"]] == [True]
+    assert "`workflow_id`" in structured(lost)["next"]
     # --workflow gives every call that names none the same workflow.
     async with stdio_session(
         _mcp(db, "--workflow", "wf-7"), tmp_path / "err.log", {KEY_VARIABLE: key}

@@ -35,6 +35,14 @@ def test_a_conflict_is_a_tool_error_with_its_alternatives() -> None:
     assert json.loads(text.text.splitlines()[-1]) == problem
 
 
+def test_a_conflict_with_ones_own_hold_says_how_to_get_it_back() -> None:
+    mine = {"attendee": "att_1", "start": "2030-10-14T14:00:00Z", "same_intent": True}
+    error = SlotConflict("taken", extra={"conflicts": [mine], "alternatives": []})
+    assert "`workflow_id`" in next_step(problem_answer(error).document)
+    other = SlotConflict("taken", extra={"conflicts": [{**mine, "same_intent": False}]})
+    assert "`workflow_id`" not in next_step(problem_answer(other).document)
+
+
 def test_a_document_is_structured_content_and_its_json() -> None:
     result = tool_result(Answer({"id": "hold_1"}, replayed=True, idempotency_key="idem_1"))
     assert not result.is_error

@@ -15,6 +15,7 @@ def test_the_session_workflow() -> None:
     assert isinstance(first, str)
     assert first.startswith("mcp-")
     assert stdio.of({"workflow_id": "wf-1"}, None) == "wf-1"
+    assert stdio.of({"workflow_id": None}, None) == first
     assert SessionWorkflows("wf-9", stdio=True).of({}, None) == "wf-9"
     http = SessionWorkflows(None, stdio=False)
     one, two = {"mcp-session-id": "s-one"}, {"mcp-session-id": "s-two"}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 # The validator the mcp client checks structured content with (an mcp dependency,
 # shipped without type stubs).
@@ -51,3 +53,15 @@ def test_the_availability_schema_resolves_its_nested_shapes() -> None:
     assert list(validator.iter_errors(document)) == []
     document["busy"][0]["colour"] = "red"  # type: ignore[index]
     assert list(validator.iter_errors(document)) != []  # the nested shape is checked
+
+
+def test_docs_mcp_lists_every_tool_with_its_annotations() -> None:
+    """docs/mcp.md's table of tools stays the registry's."""
+    text = (Path(__file__).parents[2] / "docs" / "mcp.md").read_text()
+    rows = dict(re.findall(r"^\| `(\w+)` \| ([^|]+) \|", text, re.M))
+    assert sorted(rows) == sorted(tool.name for tool in TOOLS)
+    for tool in TOOLS:
+        hints = {h.strip() for h in rows[tool.name].split(",")}
+        assert ("readOnly" in hints) is tool.read_only, tool.name
+        assert ("destructive" in hints) is tool.destructive, tool.name
+        assert ("idempotent" in hints) is tool.idempotent, tool.name

@@ -70,7 +70,7 @@ class SlotwardMCP(MCPServer[Any]):
             envelope = self._envelope(name, arguments, headers)
         except SlotwardError as error:
             return tool_result(problem_answer(error))
-        return tool_result(await self._backend.call(envelope, _bearer(headers) or self._key))
+        return tool_result(await self._backend.call(envelope, _caller_key(headers, self._key)))
 
     def _envelope(
         self, name: str, arguments: dict[str, Any], headers: Mapping[str, str] | None
@@ -96,6 +96,14 @@ def _headers(context: Context[Any, Any] | None) -> Mapping[str, str] | None:
         return None
 
 
-def _bearer(headers: Mapping[str, str] | None) -> str | None:
-    scheme, _, secret = (headers or {}).get("authorization", "").partition(" ")
+def _caller_key(headers: Mapping[str, str] | None, default: str | None) -> str | None:
+    """The request's bearer key; the server's own where the request sends no Authorization.
+
+    An Authorization that is not a bearer key is no key (the call is refused
+    ``missing_api_key``), never the server's: it was not meant as that caller.
+    """
+    header = (headers or {}).get("authorization")
+    if header is None:
+        return default
+    scheme, _, secret = header.partition(" ")
     return secret.strip() or None if scheme.lower() == "bearer" else None

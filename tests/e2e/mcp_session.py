@@ -76,9 +76,14 @@ def mcp_http(args: list[str], errlog: Path, env: dict[str, str] | None = None) -
 
 
 @contextlib.asynccontextmanager
-async def http_session(url: str, key: str | None = None) -> AsyncIterator[ClientSession]:
-    """An MCP session over streamable HTTP, sending ``key`` as its bearer when given."""
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
+async def http_session(
+    url: str, key: str | None = None, *, authorization: str | None = None
+) -> AsyncIterator[ClientSession]:
+    """An MCP session over streamable HTTP, sending ``key`` as its bearer when given
+    (or ``authorization`` as the header whole)."""
+    if key is not None:
+        authorization = f"Bearer {key}"
+    headers = {"Authorization": authorization} if authorization is not None else {}
     async with (
         httpx2.AsyncClient(headers=headers, timeout=30) as http,
         streamable_http_client(url, http_client=http) as (read, write),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from slotward.api.mcp.cli import KEY_VARIABLE
 from slotward.engine.tools import CREATE_HOLD
 from tests.e2e.mcp_session import agent_key, http_session, mcp_http, structured
 from tests.e2e.test_mcp import SLOT
@@ -43,3 +44,18 @@ async def test_sessions_over_streamable_http(tmp_path: Path) -> None:
     log = errlog.read_text()
     assert alice not in log
     assert bob not in log
+
+
+async def test_the_servers_key_serves_requests_that_send_none(tmp_path: Path) -> None:
+    db = tmp_path / "mcp.db"
+    carol = agent_key(db, "carol")
+    args = ["mcp", "--db", f"sqlite+aiosqlite:///{db}"]
+    with mcp_http(args, tmp_path / "err.log", {KEY_VARIABLE: carol}) as url:
+        async with http_session(url) as anonymous:
+            hold = structured(await anonymous.call_tool(CREATE_HOLD.name, SLOT))
+        async with http_session(url, authorization="Basic Y2Fyb2w6eA==") as basic:
+            refused = await basic.call_tool(CREATE_HOLD.name, SLOT)
+    assert hold["agent_id"] == "carol"
+    # Another scheme is not a key: never taken to mean the server's own.
+    assert refused.is_error
+    assert structured(refused)["code"] == "missing_api_key"

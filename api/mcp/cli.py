@@ -39,7 +39,11 @@ def add_mcp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     mcp = sub.add_parser(
         "mcp", help="serve the tools over MCP (stdio, or streamable HTTP); docs/mcp.md"
     )
-    mcp.add_argument("--transport", choices=(_STDIO, _HTTP), default=_STDIO)
+    mcp.add_argument(
+        "--transport", choices=(_STDIO, _HTTP), default=_STDIO,
+        help="stdio (default): the MCP client starts this command; "
+        "streamable-http: serve http://HOST:PORT/mcp",
+    )  # fmt: skip
     mcp.add_argument("--host", default="127.0.0.1", help="streamable HTTP: the address")
     mcp.add_argument("--port", type=int, default=8765, help="streamable HTTP: the port (0: any)")
     where = mcp.add_mutually_exclusive_group()
@@ -49,7 +53,9 @@ def add_mcp_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> 
     )  # fmt: skip
     where.add_argument("--url", help="send the tools to the slotward server at this URL")
     mcp.add_argument(
-        "--key", help=f"the API key the calls are made with (default: ${KEY_VARIABLE})"
+        "--key",
+        help=f"the API key the calls are made with (default: ${KEY_VARIABLE}, which other "
+        "users cannot read in the process list)",
     )
     mcp.add_argument(
         "--workflow", help="the workflow of every call that gives none (default: one per session)"

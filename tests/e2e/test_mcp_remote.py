@@ -7,7 +7,7 @@ from pathlib import Path
 
 from slotward.api.mcp.cli import KEY_VARIABLE
 from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, FIND_FREE_SLOTS
-from tests.e2e.mcp_session import agent_key, stdio_session, structured
+from tests.e2e.mcp_session import agent_key, http_session, mcp_http, stdio_session, structured
 from tests.e2e.served import slotward_serve
 from tests.e2e.test_cli import SLOTWARD, _free_port
 from tests.e2e.test_mcp import SLOT
@@ -43,6 +43,19 @@ async def test_the_tools_against_a_server(tmp_path: Path) -> None:
     for log in (errlog.read_text(), served.log()):
         assert alice not in log
         assert bob not in log
+
+
+async def test_streamable_http_passes_each_callers_key_on(tmp_path: Path) -> None:
+    with slotward_serve(tmp_path, {}) as served:
+        alice = agent_key(tmp_path / "served.db", "alice")
+        with mcp_http(["mcp", "--url", served.base], tmp_path / "mcp.log") as url:
+            async with http_session(url, alice) as session:
+                hold = structured(await session.call_tool(CREATE_HOLD.name, SLOT))
+            async with http_session(url, "sw_wrong_key") as wrong:
+                refused = await wrong.call_tool(CREATE_HOLD.name, SLOT)
+    assert hold["agent_id"] == "alice"
+    assert refused.is_error
+    assert structured(refused)["code"] == "invalid_api_key"
 
 
 async def test_a_server_that_does_not_answer_is_a_retryable_tool_error(tmp_path: Path) -> None:

@@ -25,7 +25,7 @@ from slotward.api.config import Config
 from slotward.api.http import schemas
 from slotward.api.http.app import build_app
 from slotward.api.http.edges import build_runner
-from slotward.api.mcp.results import Answer, problem_answer
+from slotward.api.mcp.results import NO_KEY, Answer, problem_answer
 from slotward.engine.errors import SlotwardError, Unauthenticated
 from slotward.engine.model import Principal, Reply
 
@@ -39,11 +39,7 @@ _PRINTABLE_ASCII = re.compile(r"[!-~]+")
 async def identify(svc: Services, secret: str | None) -> Principal:
     """The caller a key names, or the 401 or 429 the HTTP API would answer."""
     if not secret:
-        raise Unauthenticated(
-            "no API key: start slotward mcp with --key or SLOTWARD_API_KEY, "
-            "or send 'Authorization: Bearer <api key>'",
-            code="missing_api_key",
-        )
+        raise Unauthenticated(NO_KEY, code="missing_api_key")
     principal = None
     if _PRINTABLE_ASCII.fullmatch(secret):  # no key has other bytes
         principal = await svc.keys.principal(secret)

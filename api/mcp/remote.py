@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
-from slotward.api.mcp.results import Answer, problem_answer
+from slotward.api.mcp.results import NO_KEY, Answer, problem_answer
 from slotward.engine.errors import ConfigError, Unauthenticated, Unavailable
 
 __all__ = ["Remote", "check_url", "open_remote"]
@@ -51,13 +51,7 @@ class Remote:
 
     async def call(self, envelope: Mapping[str, Any], key: str | None) -> Answer:
         if not key:
-            return problem_answer(
-                Unauthenticated(
-                    "no API key: start slotward mcp with --key or SLOTWARD_API_KEY, "
-                    "or send 'Authorization: Bearer <api key>'",
-                    code="missing_api_key",
-                )
-            )
+            return problem_answer(Unauthenticated(NO_KEY, code="missing_api_key"))
         try:
             async with self._session.post(
                 self._endpoint, json=dict(envelope), headers={"Authorization": f"Bearer {key}"}

@@ -30,8 +30,13 @@ from slotward.engine.errors import (
 )
 from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS
 
-__all__ = ["Answer", "next_step", "problem_answer", "tool_result"]
+__all__ = ["NO_KEY", "Answer", "next_step", "problem_answer", "tool_result"]
 
+# What a call without an API key is told (missing_api_key), embedded or remote.
+NO_KEY = (
+    "no API key: start slotward mcp with --key or SLOTWARD_API_KEY, "
+    "or send 'Authorization: Bearer <api key>'"
+)
 # _meta members of a result (MCP reserves unprefixed names).
 REPLAYED = "slotward/replayed"
 IDEMPOTENCY_KEY = "slotward/idempotency_key"

@@ -19,6 +19,7 @@ from slotward.api.cli.providers import add_providers_parser, run_providers
 from slotward.api.cli.serving import serve
 from slotward.api.config import Config
 from slotward.api.logs import configure_logging
+from slotward.api.mcp.cli import add_mcp_parser, run_mcp
 from slotward.benchmarks.cli import add_bench_parser, run_bench
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.errors import SlotwardError
@@ -57,6 +58,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     add_audit_parser(sub)  # api/cli/audit.py
     add_providers_parser(sub)  # api/cli/providers.py
     add_bench_parser(sub)  # benchmarks/cli.py; bench takes its own --db
+    add_mcp_parser(sub)  # api/mcp/cli.py
     return parser
 
 
@@ -123,6 +125,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return asyncio.run(run_audit(config, args))
         if args.command == "providers":
             return run_providers(config, args)
+        if args.command == "mcp":
+            return run_mcp(config, args, os.environ)
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})
             _serve(config, demo_key=args.demo_key, workers=args.workers)

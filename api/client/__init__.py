@@ -25,7 +25,15 @@ The parts: the async client (api/client/session.py), its retries
 from __future__ import annotations
 
 from slotward.api.client.errors import HoldLost, SlotConflict, SlotwardError, Unreachable
-from slotward.api.client.results import Alternative, Availability, Busy, Conflict, Hold, Interval
+from slotward.api.client.results import (
+    Alternative,
+    Availability,
+    Busy,
+    Conflict,
+    Hold,
+    Interval,
+    ToolAnswer,
+)
 from slotward.api.client.retry import RetryEvent, RetryPolicy
 from slotward.api.client.session import Slotward
 from slotward.api.client.sync import SyncSlotward
@@ -44,5 +52,6 @@ __all__ = [
     "Slotward",
     "SlotwardError",
     "SyncSlotward",
+    "ToolAnswer",
     "Unreachable",
 ]

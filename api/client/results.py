@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Alternative", "Availability", "Busy", "Conflict", "Hold", "Interval"]
+__all__ = ["Alternative", "Availability", "Busy", "Conflict", "Hold", "Interval", "ToolAnswer"]
 
 
 def _str(doc: Mapping[str, Any], name: str) -> str | None:
@@ -185,4 +185,28 @@ class Availability:
             free=tuple(Interval.parse(d) for d in _dicts(doc.get("free"))),
             slots=tuple(Interval.parse(d) for d in _dicts(doc.get("slots"))),
             raw=dict(doc),
+        )
+
+
+@dataclass(frozen=True)
+class ToolAnswer:
+    """A tool call's answer document with what its headers said.
+
+    ``replayed`` is None for a read (no idempotency headers); ``idempotency_key``
+    is the key the server derived for a write.
+    """
+
+    document: dict[str, Any]
+    replayed: bool | None = None
+    idempotency_key: str | None = None
+
+    @classmethod
+    def parse(cls, doc: object, headers: Mapping[str, str]) -> ToolAnswer:
+        """The answer ``doc`` with its ``headers`` (any mapping; case as sent)."""
+        heard = {k.lower(): v for k, v in headers.items()}
+        replayed = heard.get("idempotent-replayed")
+        return cls(
+            doc if isinstance(doc, dict) else {"result": doc},
+            None if replayed is None else replayed == "true",
+            heard.get("idempotency-key"),
         )

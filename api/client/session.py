@@ -30,7 +30,7 @@ import aiohttp
 
 from slotward.api.client.answers import document, refusal, worth_retrying
 from slotward.api.client.errors import Unreachable
-from slotward.api.client.results import Availability, Hold
+from slotward.api.client.results import Availability, Hold, ToolAnswer
 from slotward.api.client.retry import RetryEvent, RetryPolicy
 from slotward.engine.tools import FIND_FREE_SLOTS
 
@@ -202,13 +202,25 @@ class Slotward:
         step: int | None = None,
     ) -> dict[str, Any]:
         """Run a tool through ``POST /v1/tool-calls`` (the generic envelope); its document."""
+        answer = await self.tool_answer(tool, arguments, workflow_id=workflow_id, step=step)
+        return answer.document
+
+    async def tool_answer(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        workflow_id: str | None = None,
+        step: int | None = None,
+    ) -> ToolAnswer:
+        """:meth:`call_tool`, with whether the answer was a replay and its key."""
         body: dict[str, Any] = {"tool": tool, "arguments": arguments}
         if workflow_id is not None:
             body["workflow_id"] = workflow_id
         if step is not None:
             body["step"] = step
-        _, _, doc = await self._call("POST", "/v1/tool-calls", body=body)
-        return doc if isinstance(doc, dict) else {"result": doc}
+        _, headers, doc = await self._call("POST", "/v1/tool-calls", body=body)
+        return ToolAnswer.parse(doc, headers)
 
     # -- the wire ---------------------------------------------------------------
 

@@ -1,14 +1,15 @@
-"""Tool calls sent to a slotward server: ``POST /v1/tool-calls``.
+"""Tool calls sent to a slotward server: ``POST /v1/tool-calls``, by the Python client.
 
-The one module that speaks HTTP to the server, written against aiohttp for now;
-``slotward.api.client.Slotward.call_tool`` does the same with retries, and may
-replace :meth:`Remote.call` whole. The API key travels in the Authorization
-header only: it is in no repr, log line or answer.
+:class:`~slotward.api.client.Slotward` sends them, so a call that got no
+answer, a 429, a 503 or a ``request_in_progress`` is retried with the same
+body (the server derives the key: a retry lands once). Over streamable HTTP
+each request may carry its own key, so a client is made per call on one shared
+aiohttp session. The API key travels in the Authorization header only: it is in
+no repr, log line or answer.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -16,12 +17,17 @@ from typing import Any
 import aiohttp
 from yarl import URL
 
+from slotward.api.client import Slotward, SlotwardError, Unreachable
 from slotward.api.mcp.results import NO_KEY, Answer, problem_answer
 from slotward.engine.errors import ConfigError, Unauthenticated, Unavailable
 
 __all__ = ["Remote", "check_url", "open_remote"]
 
-_TIMEOUT_SECONDS = 30.0
+# Each attempt; the whole call (retries and Retry-After waits included) is
+# bounded too, so an MCP client's own timeout is not what ends it.
+_ATTEMPT_SECONDS = 30.0
+_CALL_SECONDS = 60.0
+_RETRIES = 3
 
 
 def check_url(raw: str) -> URL:
@@ -43,52 +49,47 @@ class Remote:
     """Runs tool calls on the server at ``url``."""
 
     def __init__(self, url: URL, session: aiohttp.ClientSession) -> None:
-        self._endpoint = url / "v1" / "tool-calls"
+        self._url = str(url)
         self._session = session
 
     def __repr__(self) -> str:
-        return f"Remote({str(self._endpoint)!r})"
+        return f"Remote({self._url!r})"
 
     async def call(self, envelope: Mapping[str, Any], key: str | None) -> Answer:
         if not key:
             return problem_answer(Unauthenticated(NO_KEY, code="missing_api_key"))
         try:
-            async with self._session.post(
-                self._endpoint, json=dict(envelope), headers={"Authorization": f"Bearer {key}"}
-            ) as resp:
-                body = await resp.read()
-                status, headers = resp.status, resp.headers
-        except (TimeoutError, aiohttp.ClientError) as error:
-            # The class only: an aiohttp message may quote the request.
-            return problem_answer(
-                Unavailable(f"the slotward server did not answer ({type(error).__name__})")
-            )
-        return _answer(status, headers, body)
+            client = Slotward(
+                self._url, key, session=self._session, timeout=_ATTEMPT_SECONDS,
+                retries=_RETRIES, deadline=_CALL_SECONDS,
+            )  # fmt: skip
+        except ValueError:  # a key no server would take; its text is not repeated
+            return problem_answer(Unauthenticated("invalid API key", code="invalid_api_key"))
+        try:
+            got = await client.tool_answer(
+                envelope["tool"], dict(envelope["arguments"]),
+                workflow_id=envelope.get("workflow_id"), step=envelope.get("step"),
+            )  # fmt: skip
+        except Unreachable as error:
+            # The reason only: an aiohttp message may quote the request.
+            return problem_answer(Unavailable(f"the slotward server did not answer ({error.code})"))
+        except SlotwardError as error:
+            return _problem(error)
+        return Answer(got.document, replayed=got.replayed, idempotency_key=got.idempotency_key)
 
 
-def _answer(status: int, headers: Mapping[str, str], body: bytes) -> Answer:
-    try:
-        document = json.loads(body)
-    except ValueError:
-        document = None
-    if not isinstance(document, dict):
+def _problem(error: SlotwardError) -> Answer:
+    if error.code == "invalid_answer" or not error.problem:
         return problem_answer(
-            Unavailable(f"the slotward server answered {status} without a JSON document")
+            Unavailable(f"the slotward server answered {error.status} without a JSON document")
         )
-    replayed = headers.get("Idempotent-Replayed")
-    key = headers.get("Idempotency-Key")
-    if status >= 400:
-        retry_after = headers.get("Retry-After", "")
-        if retry_after.isdigit():
-            document = {**document, "retry_after": int(retry_after)}
-        return Answer(document, is_problem=True, idempotency_key=key)
-    return Answer(
-        document, replayed=None if replayed is None else replayed == "true", idempotency_key=key
-    )
+    document = dict(error.problem)
+    if error.retry_after is not None:
+        document["retry_after"] = round(error.retry_after)
+    return Answer(document, is_problem=True, idempotency_key=error.idempotency_key)
 
 
 @asynccontextmanager
 async def open_remote(url: URL) -> AsyncIterator[Remote]:
-    timeout = aiohttp.ClientTimeout(total=_TIMEOUT_SECONDS)
-    async with aiohttp.ClientSession(timeout=timeout) as session:
+    async with aiohttp.ClientSession() as session:
         yield Remote(url, session)

@@ -13,6 +13,7 @@ from slotward.api.client import (
     HoldLost,
     SlotConflict,
     SlotwardError,
+    ToolAnswer,
     Unreachable,
 )
 from slotward.api.client.errors import error_from
@@ -40,8 +41,16 @@ def test_the_public_names_are_pinned() -> None:
     assert sorted(client.__all__) == [
         "Alternative", "Availability", "Busy", "Conflict", "Hold", "HoldLost", "Interval",
         "RetryEvent", "RetryPolicy", "SlotConflict", "Slotward", "SlotwardError",
-        "SyncSlotward", "Unreachable",
+        "SyncSlotward", "ToolAnswer", "Unreachable",
     ]  # fmt: skip
+
+
+def test_a_tool_answer_says_replayed_only_when_the_headers_do() -> None:
+    write = ToolAnswer.parse(HOLD, {"idempotent-replayed": "true", "IDEMPOTENCY-KEY": "idem_1"})
+    assert (write.document, write.replayed, write.idempotency_key) == (HOLD, True, "idem_1")
+    read = ToolAnswer.parse({"slots": []}, {})
+    assert (read.replayed, read.idempotency_key) == (None, None)
+    assert ToolAnswer.parse([1], {}).document == {"result": [1]}
 
 
 def test_a_replay_carries_its_headers_and_the_status_now() -> None:

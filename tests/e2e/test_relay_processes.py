@@ -312,14 +312,13 @@ async def test_two_processes_on_one_sqlite_file_run_one_relay_at_a_time(
             await wait_until(lambda: receiver.in_flight >= 1, 30)
             alive.remove(holder)
             holder.kill()
-            killed = time.time()
             receiver.release_all()
 
             async def taken_over() -> bool:
                 return await c.lease_held(other) == 1
 
+            # Within the lease and a margin of the kill, or the wait fails the test.
             await eventually(taken_over, LEASE + 10, lambda: "the survivor never took the lease")
-            assert time.time() - killed <= LEASE + 10
             await eventually(partial(c.settled, other), 60)
         finally:
             sampler.cancel()

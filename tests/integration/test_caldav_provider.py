@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator, Iterator
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, urlsplit
@@ -285,10 +284,9 @@ async def test_a_stopped_server_is_unreachable_at_once_and_back_after_restart(
     conn = Connection(own_radicale.calendar())
     assert (await provider.put_event(conn, _event())).ok
     own_radicale.stop()
-    began = time.monotonic()
+    # Refused, not timed out: a timeout's message says "timed out after".
     with pytest.raises(ProviderUnreachable, match="connection failed"):
         await provider.busy(conn, WINDOW, None)
-    assert time.monotonic() - began < 2.0  # refused, not timed out
     outcome = await provider.put_event(conn, _event("CONFIRMED", 2))
     assert (outcome.ok, outcome.status) == (False, None)
     assert outcome.error is not None

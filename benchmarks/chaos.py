@@ -46,10 +46,13 @@ class ChaosSettings:
     workers: int = 1
     kill_every: float | None = None  # seconds between kills; None: never
     seed: int = 0
+    think: float = 0.2  # an agent's mean pause before each intent, in seconds
 
     def check(self) -> None:
         if min(self.agents, self.intents, self.workers) < 1:
             raise ValueError("--agents, --intents and --workers must be positive")
+        if self.think < 0:
+            raise ValueError("--think must not be negative")
         if self.kill_every is not None and self.kill_every <= 0:
             raise ValueError("--kill-every must be a positive number of seconds")
 
@@ -77,7 +80,7 @@ def run_chaos(
         server = Restartable(url, settings.workers, databases.workdir)
         calls: list[Call] = []
         at = future_start()
-        agents = [Agent(p, s, server.base, at, calls, settings.seed)
+        agents = [Agent(p, s, server.base, at, calls, settings.seed, settings.think)
                   for p, s in zip(plans, secrets, strict=True)]  # fmt: skip
         started = time.perf_counter()
         server.start()

@@ -101,16 +101,19 @@ class Agent:
     """One agent: its key, its plan, the calls it recorded and how each intent ended."""
 
     def __init__(
-        self, plan: AgentPlan, secret: str, base: str, at: datetime, calls: list[Call], seed: int
-    ) -> None:
+        self, plan: AgentPlan, secret: str, base: str, at: datetime, calls: list[Call], seed: int,
+        think: float = 0.0,
+    ) -> None:  # fmt: skip
         self.plan, self.base, self.at, self.calls = plan, base, at, calls
         self._auth = {"Authorization": f"Bearer {secret}"}
         self._rng = random.Random(f"{seed}-{plan.index}")  # the cuts' moments
+        self._think = think
         self.tracks: list[Track] = []
         self.server_errors = 0
 
     async def run(self, session: aiohttp.ClientSession) -> None:
         for intent in self.plan.intents:
+            await asyncio.sleep(self._rng.uniform(0, 2 * self._think))  # a model deciding
             track = Track(intent, started=time.perf_counter())
             self.tracks.append(track)
             try:
@@ -121,10 +124,12 @@ class Agent:
     async def _pursue(self, session: aiohttp.ClientSession, track: Track) -> None:
         intent, faults = track.intent, track.intent.faults
         start = self.at + timedelta(minutes=SLOT_MINUTES * intent.slot)
-        step, left, lose = 1, ALTERNATIVES, faults.lose
+        step, left = 1, ALTERNATIVES
         while True:
-            answer = await self._create(session, track, start, step, lose, faults.duplicate)
-            lose = "none"  # the planned faults meet the first claim only
+            first = step == 1  # the planned faults of a create meet the first claim only
+            answer = await self._create(session, track, start, step,
+                                        faults.lose if first else "none",
+                                        faults.duplicate and first)  # fmt: skip
             if answer is None:
                 return _end(track, "unresolved", "no answer to the create")
             doc = answer.doc()
@@ -140,7 +145,7 @@ class Agent:
                 return _end(track, "refused", "slot_conflict")
             if answer.status not in (200, 201):
                 return _end(track, "unexpected", f"create answered {answer.status} {answer.code}")
-            if faults.drift and step == 1:
+            if faults.drift and "drift" not in track.injected:  # on the first hold it got
                 track.injected.append("drift")
                 again = await self._create(session, track, start, drifted(step), "none", False)
                 if again is not None and again.status in (200, 201):

@@ -121,7 +121,8 @@ def print_summary(report: Mapping[str, Any], problems: Sequence[str], out: IO[st
     """The report as a table, then every violation (at most 50 shown) and the verdict."""
     s = report["settings"]
     print(f"slotward bench chaos: {s['agents']} agents x {s['intents']} intents, db {s['db']}, "
-          f"{s['workers']} worker(s), kill every {s['kill_every'] or '-'} s, seed {s['seed']}",
+          f"{s['workers']} worker(s), kill every {s['kill_every'] or '-'} s, seed {s['seed']}, "
+          f"think {s['think']} s",
           file=out)  # fmt: skip
     for key in KEYS:
         value = report[key]

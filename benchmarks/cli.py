@@ -102,6 +102,8 @@ def _chaos(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="SIGKILL and restart the server every S seconds (default: never)",
     )
     chaos.add_argument("--seed", type=int, default=0, help="seed of the plan of faults (0)")
+    chaos.add_argument("--think", type=float, default=0.2, metavar="S",
+                       help="an agent's mean pause before each intent (default 0.2 s)")  # fmt: skip
     chaos.add_argument("--json", type=Path, help="write the report as one JSON object here")
 
 
@@ -114,7 +116,7 @@ def _run_chaos(args: argparse.Namespace) -> int:
     try:
         db_kind(args.bench_db)
         settings = ChaosSettings(args.agents, args.intents, args.bench_db, args.workers,
-                                 args.kill_every, args.seed)  # fmt: skip
+                                 args.kill_every, args.seed, args.think)  # fmt: skip
         settings.check()
         return chaos(settings, args.json)
     except (ValueError, ServerFailed, OSError) as error:

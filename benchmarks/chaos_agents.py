@@ -212,12 +212,12 @@ class Agent:
             where, sent = body(attempt)
             url = self.base + (path or ("/v1/tool-calls" if where == "tool" else "/v1/holds"))
             cut = lose == "cut" and attempt == 0
-            if cut:
-                track.injected.append("lost-cut")
             answer = await self._post(
                 session, url, sent, op, target, label or f"{op}:{target}", cut
             )
             track.attempts += 1
+            if cut and answer is None:
+                track.injected.append("cut")  # (an answer quicker than the cut is kept)
             if answer is not None and lose == "discard" and attempt == 0:
                 track.injected.append(f"lost-{op}")
                 answer = None  # the server acted; its answer never reached the agent

@@ -17,14 +17,14 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Any
 
 import aiohttp
 
-from slotward.benchmarks.chaos_agents import Agent
+from slotward.benchmarks.chaos_agents import Agent, Track
 from slotward.benchmarks.chaos_faults import TENANT, make_plan
 from slotward.benchmarks.chaos_report import print_summary, summarize, write_json
 from slotward.benchmarks.plans import future_start
@@ -33,9 +33,9 @@ from slotward.engine.clock import SystemClock
 from slotward.engine.model import Principal
 from slotward.testing import Call, check, load_snapshot
 
-__all__ = ["ChaosSettings", "Watch", "chaos", "run_chaos"]
+__all__ = ["ChaosSettings", "Watch", "chaos", "judge", "run_chaos"]
 
-Watch = Callable[[Sequence[Agent], Restartable], Awaitable[None]]
+Watch = Callable[[Sequence[Agent], Restartable], Coroutine[Any, Any, None]]
 
 
 @dataclass(frozen=True)
@@ -89,13 +89,23 @@ def run_chaos(
         finally:
             server.stop()
         seconds = time.perf_counter() - started
-        snapshot = load_snapshot(url)
-        now = SystemClock().now()  # the snapshot's instant
+        return judge(url, [t for a in agents for t in a.tracks], calls, settings,
+                     server_errors=sum(a.server_errors for a in agents), kills=server.kills,
+                     seconds=seconds)  # fmt: skip
+
+
+def judge(
+    url: str, tracks: Sequence[Track], calls: Sequence[Call], settings: ChaosSettings, *,
+    server_errors: int = 0, kills: int = 0, seconds: float = 0.0,
+) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
+    """The report and the violations of a run that left the store at ``url``, its agents'
+    ``tracks`` and ``calls``: the store read once, the history checked against it."""
+    snapshot = load_snapshot(url)
+    now = SystemClock().now()  # the snapshot's instant
     history = [f"{v.rule}: {v.detail}" for v in check(calls, snapshot, now)]
     return summarize(
-        [t for a in agents for t in a.tracks], snapshot, now, tenant=TENANT, history=history,
-        server_errors=sum(a.server_errors for a in agents), calls=len(calls),
-        kills=server.kills, seconds=seconds, settings=asdict(settings),
+        tracks, snapshot, now, tenant=TENANT, history=history, server_errors=server_errors,
+        calls=len(calls), kills=kills, seconds=seconds, settings=asdict(settings),
     )  # fmt: skip
 
 

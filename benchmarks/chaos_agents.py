@@ -152,7 +152,7 @@ class Agent:
                     doc = again.doc()  # the live hold of the intent, whatever the step said
             hold, sent = str(doc.get("id")), {"token": doc.get("token")}
             track.hold_id = hold
-            commit = await self._send(session, track, lambda _, sent=sent: ("holds", sent),
+            commit = await self._send(session, track, _fixed(sent),
                                       f"/v1/holds/{hold}/commit", "commit", hold,
                                       "discard" if faults.lose_commit else "none")  # fmt: skip
             if commit is None:
@@ -169,7 +169,7 @@ class Agent:
             return _end(track, "landed", None)
         track.injected.append("release")
         path = f"/v1/holds/{hold}/release"
-        release = await self._send(session, track, lambda _: ("holds", {}), path, "release",
+        release = await self._send(session, track, _fixed({}), path, "release",
                                    hold, "none")  # fmt: skip
         if release is None:
             return _end(track, "unresolved", "no answer to the release")
@@ -257,6 +257,11 @@ class Agent:
             completed_at=None if status is None else time.time(), intent=label,
         ))  # fmt: skip
         return None if status is None else _Answer(status, raw)
+
+
+def _fixed(body: dict[str, Any]) -> Callable[[int], tuple[str, dict[str, Any]]]:
+    """The same body at every attempt (a commit, a release)."""
+    return lambda _: ("holds", body)
 
 
 def _wait_for(answer: _Answer | None) -> float | None:

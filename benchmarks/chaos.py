@@ -28,6 +28,7 @@ from slotward.benchmarks.chaos_agents import Agent, Track
 from slotward.benchmarks.chaos_faults import TENANT, make_plan
 from slotward.benchmarks.chaos_report import print_summary, summarize, write_json
 from slotward.benchmarks.plans import future_start
+from slotward.benchmarks.results import db_kind
 from slotward.benchmarks.servers import Restartable, make_keys, workspace
 from slotward.engine.clock import SystemClock
 from slotward.engine.model import Principal
@@ -105,7 +106,8 @@ def judge(
     history = [f"{v.rule}: {v.detail}" for v in check(calls, snapshot, now)]
     return summarize(
         tracks, snapshot, now, tenant=TENANT, history=history, server_errors=server_errors,
-        calls=len(calls), kills=kills, seconds=seconds, settings=asdict(settings),
+        calls=len(calls), kills=kills, seconds=seconds,
+        settings=asdict(settings) | {"db": db_kind(settings.db)},  # never a URL's password
     )  # fmt: skip
 
 

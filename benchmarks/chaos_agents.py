@@ -12,8 +12,9 @@ What counts as what:
 
 - no answer (the connection refused while the server is down, reset by a
   kill, or cut on purpose), 503, 429, 409 ``request_in_progress``: try again,
-  with the next planned spelling, after a short pause (``Retry-After``,
-  capped at a second), for up to ``PATIENCE`` seconds;
+  a create with the next planned spelling, after a short pause (0.1-1 s: the
+  outages are short, and a duplicate in progress ends in milliseconds), for
+  up to ``PATIENCE`` seconds;
 - 409 ``slot_conflict``: refused; an offered alternative is tried (at most
   ``ALTERNATIVES`` times per intent) as a new step of the intent's workflow;
 - 409 ``hold_preempted`` or ``hold_expired`` on the commit: the hold is gone;

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from slotward.benchmarks.chaos_agents import Track
+from slotward.benchmarks.results import percentile
 from slotward.engine.model import Hold, HoldStatus
 from slotward.testing import Snapshot
 
@@ -70,13 +71,6 @@ def _beliefs(tracks: Sequence[Track], snapshot: Snapshot) -> list[str]:
     return out
 
 
-def _percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
-
-
 def summarize(
     tracks: Sequence[Track], snapshot: Snapshot, now: datetime, *, tenant: str,
     history: Sequence[str], server_errors: int, calls: int, kills: int, seconds: float,
@@ -91,7 +85,7 @@ def summarize(
     problems += [f"intent {t.intent.workflow} ended {t.outcome}: {t.reason}" for t in open_]
     if server_errors:
         problems.append(f"{server_errors} answers were server errors (5xx other than 503)")
-    times = [t.ms for t in tracks if t.ms is not None]
+    times = sorted(t.ms for t in tracks if t.ms is not None)
     retries = [t.retries for t in tracks]
     report: dict[str, Any] = {
         "intents": len(tracks),
@@ -105,8 +99,8 @@ def summarize(
         "server_errors": server_errors,
         "retries_per_intent": round(sum(retries) / len(retries), 2) if retries else 0.0,
         "retries_max": max(retries, default=0),
-        "p50_ms": round(_percentile(times, 0.5), 1),
-        "p99_ms": round(_percentile(times, 0.99), 1),
+        "p50_ms": round(percentile(times, 0.5), 1),
+        "p99_ms": round(percentile(times, 0.99), 1),
         "calls": calls,
         "kills": kills,
         "seconds": round(seconds, 1),

@@ -121,3 +121,17 @@ def test_a_plan_needs_agents_and_intents() -> None:
         make_plan(0, 5, seed=0)
     with pytest.raises(ValueError, match="one intent"):
         make_plan(5, 0, seed=0)
+
+
+def test_every_spelling_sends_only_fields_the_tool_declares() -> None:
+    """A spelling the server would refuse (422 unknown field) would end its intents
+    ``unexpected``; caught here for every spelling, not only those a plan draws."""
+    declared = {f.name for f in CREATE_HOLD.fields}
+    allowed_body = declared | {"workflow_id", "step"} | DEFAULT_THOUGHT_FIELDS
+    for spelling in range(len(SPELLINGS)):
+        path, body = spelled(spelling, (person(1), person(2)), AT, 30, workflow="wf", step=1)
+        if path == "tool":
+            assert set(body) == {"workflow_id", "step", "tool", "arguments"}
+            assert set(body["arguments"]) <= declared | set(ALIASES), spelling
+        else:
+            assert set(body) <= allowed_body, spelling

@@ -64,8 +64,11 @@ def run_demo(args: argparse.Namespace, out: IO[str] = sys.stdout) -> int:
         if not console.is_terminal:
             return
         with Live(_table(agents, server), console=console, refresh_per_second=4) as live:
-            while True:
-                await asyncio.sleep(0.25)
+            try:
+                while True:
+                    await asyncio.sleep(0.25)
+                    live.update(_table(agents, server))
+            finally:  # cancelled once the agents are done: leave their final state shown
                 live.update(_table(agents, server))
 
     try:
@@ -87,8 +90,10 @@ def _table(agents: Sequence[Agent], server: Restartable | None) -> Table:
     if server is not None:
         title += f" (server killed {server.kills} times)"
     table = Table(title=title)
-    for column in ("agent", "prio", "intent", "attempts", "faults injected", "outcomes", "last"):
+    for column in ("agent", "prio", "intent", "attempts"):
         table.add_column(column, no_wrap=True)
+    for column in ("faults injected", "outcomes", "last"):  # these wrap on a narrow terminal
+        table.add_column(column)
     for agent in agents:
         tracks = agent.tracks
         last = tracks[-1] if tracks else None

@@ -20,6 +20,8 @@ Measure slotward against baselines measured in the same run, and check it.
         [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]
+    slotward bench chaos --agents N --intents M [--db ...] [--workers W]
+        [--kill-every S] [--seed K] [--json PATH]          (docs/chaos.md)
 
 --db belongs to bench (the global `slotward --db` is not used: a
 benchmark never touches the user's database). `sqlite` (the default) runs
@@ -73,11 +75,56 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     kinds.choices["waiters"].add_argument(
         "--waiters", type=int, default=100, help="duplicates waiting meanwhile (default 100)"
     )
+    _chaos(kinds)
     calendar = kinds.choices["providers"]
     calendar.add_argument("--events", type=int, default=1000,
                           help="events of the calendar mirrored (default 1000)")  # fmt: skip
     calendar.add_argument("--series", type=int, default=50,
                           help="of them weekly recurring series (default 50)")  # fmt: skip
+
+
+_CHAOS = ("agents pursue intents through lost answers, rewordings, step drift, duplicates, "
+          "rivals and server kills; checks that each landed once or was refused")  # fmt: skip
+
+
+def _chaos(kinds: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    chaos = kinds.add_parser("chaos", help=_CHAOS, description=_CHAOS + " (docs/chaos.md)")
+    chaos.add_argument("--agents", type=int, default=20, help="agents, one key each (20)")
+    chaos.add_argument("--intents", type=int, default=10, help="intents per agent (10)")
+    chaos.add_argument("--db", dest="bench_db", default="sqlite", metavar="URL",
+                       help="'sqlite' (a fresh temporary file; default) or a postgresql:// "
+                            "server URL where the benchmark may CREATE DATABASE")  # fmt: skip
+    chaos.add_argument("--workers", type=int, default=1, help="server processes (default 1)")
+    chaos.add_argument(
+        "--kill-every",
+        type=float,
+        metavar="S",
+        help="SIGKILL and restart the server every S seconds (default: never)",
+    )
+    chaos.add_argument("--seed", type=int, default=0, help="seed of the plan of faults (0)")
+    chaos.add_argument("--think", type=float, default=0.2, metavar="S",
+                       help="an agent's mean pause before each intent (default 0.2 s)")  # fmt: skip
+    chaos.add_argument("--json", type=Path, help="write the report as one JSON object here")
+
+
+def _run_chaos(args: argparse.Namespace) -> int:
+    from slotward.benchmarks.chaos import ChaosSettings, chaos
+    from slotward.benchmarks.results import db_kind
+    from slotward.benchmarks.servers import ServerFailed
+
+    signal.signal(signal.SIGTERM, _interrupted)
+    try:
+        db_kind(args.bench_db)
+        settings = ChaosSettings(args.agents, args.intents, args.bench_db, args.workers,
+                                 args.kill_every, args.seed, args.think)  # fmt: skip
+        settings.check()
+        return chaos(settings, args.json)
+    except (ValueError, ServerFailed, OSError) as error:
+        print(f"slotward bench: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("slotward bench: interrupted", file=sys.stderr)
+        return 130
 
 
 def _common(sub: argparse.ArgumentParser, name: str) -> None:
@@ -127,6 +174,8 @@ def run_bench(args: argparse.Namespace) -> int:
     from slotward.benchmarks.results import Settings, db_kind
     from slotward.benchmarks.servers import ServerFailed
 
+    if args.bench == "chaos":  # a report of its own, not a table of measured scenarios
+        return _run_chaos(args)
     if args.plot is not None and not report.plotting_available():
         print(f"slotward bench: {report.MISSING_MATPLOTLIB}", file=sys.stderr)
         return 2

@@ -21,6 +21,7 @@ import itertools
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -46,6 +47,7 @@ from slotward.engine.model import Principal
 
 __all__ = [
     "Databases",
+    "Restartable",
     "ServerFailed",
     "echo_server",
     "free_port",
@@ -210,6 +212,64 @@ def _running(name: str, argv: list[str], logs: Path) -> Iterator[str]:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+class Restartable:
+    """``slotward serve`` on one port, SIGKILLed and started again at will (bench chaos).
+
+    The server runs in a session of its own, so a kill takes its ``--workers``
+    with it at once (``killpg``): no orphan keeps the port from the next start.
+    Each start logs to a file of its own in ``logs``, read for the readiness line.
+    """
+
+    def __init__(self, url: str, workers: int, logs: Path) -> None:
+        self.url, self.workers, self.logs = url, workers, logs
+        self.port = free_port()
+        self.starts = 0
+        self.kills = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start it and return once it serves (ServerFailed if it does not)."""
+        argv = [sys.executable, "-m", "slotward.api.cli.main", "--db", self.url, "serve",
+                "--workers", str(self.workers), "--port", str(self.port)]  # fmt: skip
+        log_path = self.logs / f"chaos-{self.port}-{self.starts}.log"
+        env = {**os.environ, "SLOTWARD_RATE_LIMIT": "0"}
+        with log_path.open("wb") as log:
+            self._proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env,
+                                          start_new_session=True)  # fmt: skip
+        self.starts += 1
+        _wait_ready("slotward", self.base, self._proc, log_path)
+        _pids[self.base] = self._proc.pid
+
+    def kill(self) -> None:
+        """SIGKILL the server and its workers, and reap it."""
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self.kills += 1
+
+    def stop(self) -> int | None:
+        """SIGTERM (a clean shutdown), SIGKILL what outlives the grace; the exit code."""
+        proc, self._proc = self._proc, None
+        _pids.pop(self.base, None)
+        if proc is None or proc.poll() is not None:
+            return None if proc is None else proc.returncode
+        proc.terminate()
+        try:
+            code = proc.wait(timeout=_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            code = None
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group
+        proc.wait()
+        return code
 
 
 def _wait_ready(name: str, base: str, proc: subprocess.Popen[bytes], log: Path) -> None:

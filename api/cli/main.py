@@ -21,6 +21,7 @@ from slotward.api.config import Config
 from slotward.api.logs import configure_logging
 from slotward.api.mcp.cli import add_mcp_parser, run_mcp
 from slotward.benchmarks.cli import add_bench_parser, run_bench
+from slotward.benchmarks.demo import add_demo_parser, run_demo
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Principal
@@ -59,6 +60,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     add_providers_parser(sub)  # api/cli/providers.py
     add_bench_parser(sub)  # benchmarks/cli.py; bench takes its own --db
     add_mcp_parser(sub)  # api/mcp/cli.py
+    add_demo_parser(sub)  # benchmarks/demo.py: its own server on a temporary SQLite file
     return parser
 
 
@@ -121,6 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         configure_logging(config)  # to stderr; stdout stays for what the command prints
         if args.command == "bench":
             return run_bench(args)
+        if args.command == "demo":
+            return run_demo(args)
         if args.command == "audit":
             return asyncio.run(run_audit(config, args))
         if args.command == "providers":

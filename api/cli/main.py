@@ -1,4 +1,4 @@
-"""The ``slotward`` command: serve, keys create, keys revoke, migrate, audit, providers, bench."""
+"""The ``slotward`` command: serve, keys, migrate, audit, providers, bench, mcp, demo."""
 
 from __future__ import annotations
 
@@ -32,7 +32,10 @@ __all__ = ["main"]
 def _parser(defaults: Config) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="slotward",
-        description="slotward: serve, manage keys, migrate, check the audit chain, benchmark.",
+        description=(
+            "slotward: serve, manage keys, migrate, check the audit chain, benchmark, "
+            "serve the tools over MCP, watch a demo."
+        ),
     )
     parser.add_argument("--db", default=defaults.db_url, help="database URL (default: %(default)s)")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -43,7 +43,17 @@ from aiohttp import StreamReader, web
 
 from slotward.engine.errors import BodyTooLarge, MalformedBody, RequestTimeout
 
-__all__ = ["BODY_SECONDS", "MAX_BODY_BYTES", "decode_json", "read_json"]
+__all__ = ["BODY_SECONDS", "MAX_BODY_BYTES", "ClientClosed", "decode_json", "read_json"]
+
+
+class ClientClosed(Exception):
+    """The client closed its connection while its request was being read.
+
+    Not a :class:`SlotwardError`: no answer can reach anyone. The problem
+    middleware logs it as such (not as an error) and the access line and the
+    metrics count it as 499, the status proxies use for "client closed request".
+    """
+
 
 MAX_BODY_BYTES = 64 * 1024
 BODY_SECONDS = 10.0  # the whole body must arrive within this (a slow client is refused)
@@ -199,6 +209,10 @@ async def read_json(
         raise RequestTimeout(
             f"the body did not arrive within {BODY_SECONDS:g} s", code="body_timeout"
         ) from None
+    except ConnectionResetError:
+        # The client hung up before its body was whole: nobody is left to
+        # answer, and nothing was read or written.
+        raise ClientClosed from None
     except web.RequestPayloadError:
         # aiohttp's message is not passed on: it may quote the bytes it refused.
         raise MalformedBody(

@@ -28,6 +28,7 @@ from aiohttp.http_exceptions import (
 )
 from aiohttp.typedefs import Handler
 
+from slotward.api.http.jsonbody import ClientClosed
 from slotward.api.http.statuses import STATUSES, status_of
 from slotward.engine.errors import SlotwardError
 
@@ -45,6 +46,8 @@ __all__ = [
 log = logging.getLogger("slotward.api")
 
 PROBLEM_TYPE = "application/problem+json"
+# "Client closed request", as proxies count it: the client hung up mid-request.
+CLIENT_CLOSED = 499
 
 
 def _problem_body(
@@ -126,6 +129,10 @@ async def problem_middleware(request: web.Request, handler: Handler) -> web.Stre
         if exc.status < 400:
             raise
         return _from_http(exc)
+    except ClientClosed:
+        # Not an error of ours, and no answer reaches anyone: an info line.
+        log.info("client closed the connection during %s %s", request.method, request.path)
+        return web.Response(status=CLIENT_CLOSED)
     except Exception:
         log.exception("unhandled error on %s %s", request.method, request.path)
         return internal_error()

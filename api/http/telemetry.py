@@ -16,6 +16,8 @@ from prometheus_client import CONTENT_TYPE_LATEST
 from slotward.api import service
 from slotward.api.http.auth import PRINCIPAL
 from slotward.api.http.context import SERVICES
+from slotward.api.http.jsonbody import ClientClosed
+from slotward.api.http.problems import CLIENT_CLOSED
 from slotward.api.http.responses import REPLY
 from slotward.api.http.statuses import status_of
 from slotward.api.logs import log_fields
@@ -45,6 +47,8 @@ def _failure(exc: Exception) -> tuple[int, str]:
         return status_of(exc), exc.code
     if isinstance(exc, web.HTTPException):
         return exc.status, "http_error"
+    if isinstance(exc, ClientClosed):
+        return CLIENT_CLOSED, "client_closed"
     return 500, "internal_error"
 
 

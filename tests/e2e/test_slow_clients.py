@@ -227,3 +227,40 @@ async def test_a_trickled_body_is_refused_with_408_and_a_whole_one_is_served(
     closing = head.replace(b"Host: x\r\n", b"Host: x\r\nConnection: close\r\n")
     whole = parse(await exchange(server.base, closing + body))
     assert whole.json["code"] != "body_timeout"  # read at once (422: the body lacks fields)
+
+
+async def _hang_up_mid_body(base: str, secret: str) -> None:
+    head = (
+        b"POST /v1/holds HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+        + secret.encode()
+        + b"\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n"
+    )
+    reader, writer = await connect(base)
+    writer.write(head + b'{"workflow_id":')  # 15 of the 200 bytes, then gone
+    await writer.drain()
+    writer.transport.abort()  # a reset, as a client that timed out or crashed
+
+
+def test_a_client_that_hangs_up_mid_body_is_no_server_error(tmp_path: Path) -> None:
+    """Found by the chaos harness: a cut connection logged a traceback and counted a 500."""
+    with slotward_serve(tmp_path, {}, demo_key=True) as served:
+        assert served.secret is not None
+        for _ in range(3):
+            asyncio.run(_hang_up_mid_body(served.base, served.secret))
+        metrics = ""
+        for _ in range(100):  # the server notices each reset on its own time
+            metrics = parse(asyncio.run(_get(served.base, "/metrics"))).body.decode()
+            if metrics.count('status="499"') >= 1 and "client closed" in served.log():
+                break
+            asyncio.run(asyncio.sleep(0.1))
+    log = served.log()
+    assert "unhandled error" not in log and "Traceback" not in log
+    assert log.count("client closed the connection during POST /v1/holds") == 3
+    assert 'route="/v1/holds",status="499"} 3.0' in metrics
+    assert 'status="500"' not in metrics
+
+
+async def _get(base: str, path: str) -> bytes:
+    return await exchange(
+        base, f"GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode()
+    )

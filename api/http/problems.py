@@ -36,6 +36,7 @@ __all__ = [
     "early_http_problem",
     "internal_error",
     "parser_refusal",
+    "problem_document",
     "problem_middleware",
     "problem_response",
     "too_many_connections",
@@ -45,6 +46,16 @@ __all__ = [
 log = logging.getLogger("slotward.api")
 
 PROBLEM_TYPE = "application/problem+json"
+
+
+def problem_document(error: SlotwardError) -> dict[str, Any]:
+    """``error`` as the problem+json document its answer would carry, as a dict
+    (a batch of tool calls answers each call's problem inside one body)."""
+    doc: dict[str, Any] = json.loads(
+        _problem_body(status_of(error), error.title, error.code, error.detail,
+                      retryable=error.retryable, extra=error.extra)
+    )  # fmt: skip
+    return doc
 
 
 def _problem_body(

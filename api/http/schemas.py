@@ -3,9 +3,10 @@ OpenAPI document is generated from them."""
 
 from __future__ import annotations
 
+from slotward.api.envelope_shapes import GENERIC, SHAPES
 from slotward.engine.codes import CODES
 from slotward.engine.rules.shapes import Field, Shape
-from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, NAMES, RELEASE_HOLD, Tool
+from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, RELEASE_HOLD, Tool
 
 __all__ = [
     "ATTENDEE",
@@ -27,7 +28,11 @@ __all__ = [
     "HOLD_LIST",
     "PROBLEM",
     "RELEASE",
+    "TOOL_BATCH",
     "TOOL_CALL",
+    "TOOL_ENVELOPES",
+    "TOOL_LIST",
+    "TOOL_REPLIES",
     "WORKFLOW",
 ]
 
@@ -55,16 +60,9 @@ HOLD_CREATE = Shape(
 )
 COMMIT = _body_of(COMMIT_HOLD, "HoldCommit")
 RELEASE = _body_of(RELEASE_HOLD, "HoldRelease")
-TOOL_CALL = Shape(
-    "ToolCall",
-    (
-        Field("workflow_id", "string", min_length=1, max_length=255),
-        _STEP,
-        Field("tool", "string", required=True, enum=NAMES),
-        Field("arguments", "object", required=True),
-    ),
-    description="A tool call as an LLM emits it; arguments are the endpoint's body fields",
-)
+# POST /v1/tool-calls takes any of the envelopes of api/envelope_shapes.py.
+TOOL_CALL = GENERIC
+TOOL_ENVELOPES = SHAPES
 
 # On an answer that decided on attendees' calendars (DESIGN section 6): when the
 # oldest calendar read it used began, and whether a calendar could not be read
@@ -338,3 +336,60 @@ PROBLEM = Shape(
     ),
 )
 """RFC 9457 problem+json; other members (``conflicts``, ``field`` ...) may follow."""
+
+
+# What a batch of tool calls answers, and the tool-result messages of ?reply=
+# (api/tool_results.py builds them).
+_TOOL_RESULT = Shape(
+    "ToolCallResult",
+    (
+        Field("index", "integer", required=True, minimum=0),
+        Field("id", "string", required=True, nullable=True, description="The call's id"),
+        Field("tool", "string", required=True, description="The tool's name as given"),
+        Field("status", "integer", required=True, description="The call's own HTTP status"),
+        Field("idempotency_key", "string", required=True, nullable=True),
+        Field("replayed", "boolean", required=True, nullable=True),
+        Field("body", "object", description="The tool's answer (a Hold or an Availability)"),
+        Field("problem", "object", shape=PROBLEM, description="Why the call failed"),
+    ),
+)
+TOOL_BATCH = Shape(
+    "ToolCallBatch",
+    (Field("results", "array", required=True, items=_TOOL_RESULT),),
+    description="Each call of the batch, in order, with its own status",
+)
+_CONTENT = "The tool's answer, or its problem with what_to_do, as a JSON text"
+_OPENAI_TOOL_MESSAGE = Shape(
+    "OpenAIToolMessage",
+    (
+        Field("role", "string", required=True, enum=("tool",)),
+        Field("tool_call_id", "string", required=True),
+        Field("content", "string", required=True, description=_CONTENT),
+    ),
+)
+_ANTHROPIC_TOOL_RESULT = Shape(
+    "AnthropicToolResult",
+    (
+        Field("type", "string", required=True, enum=("tool_result",)),
+        Field("tool_use_id", "string", required=True),
+        Field("content", "string", required=True, description=_CONTENT),
+        Field("is_error", "boolean", required=True),
+    ),
+)
+_ANTHROPIC_TOOL_MESSAGE = Shape(
+    "AnthropicToolResultMessage",
+    (
+        Field("role", "string", required=True, enum=("user",)),
+        Field("content", "array", required=True, items=_ANTHROPIC_TOOL_RESULT),
+    ),
+)
+TOOL_REPLIES: tuple[Shape | Field, ...] = (
+    _OPENAI_TOOL_MESSAGE,
+    Field("messages", "array", items=_OPENAI_TOOL_MESSAGE),
+    _ANTHROPIC_TOOL_MESSAGE,
+)
+"""The answers of ?reply=openai (one message, a list for a batch) and ?reply=anthropic."""
+TOOL_LIST = Field(
+    "tools", "array", items=Field("tool", "object"),
+    description="The tools in the format asked for (docs/agents.md)",
+)  # fmt: skip

@@ -168,9 +168,10 @@ CREATE_HOLD = Tool(
         "of the same length; pick one and call create_calendar_hold again with its start "
         "and end (or ask the user). " + _RETRY + " The key is the workflow_id, step, "
         "attendees and interval: a new title, another attendee spelling or another "
-        "time-zone spelling of the same instant is the same call. To book the same slot "
-        "again on purpose (another meeting), use a new step. A higher priority may preempt "
-        "tentative holds of a lower one."
+        "time-zone spelling of the same instant is the same call, and while the workflow "
+        "holds that slot the call answers with that hold whatever its step. To book a slot "
+        "again on purpose after its hold was released or expired, use a new step. A higher "
+        "priority may preempt tentative holds of a lower one."
     ),
     fields=(
         _ATTENDEES,

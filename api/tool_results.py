@@ -74,6 +74,9 @@ def batch_document(outcomes: Sequence[Outcome]) -> dict[str, Any]:
             "replayed": outcome.replayed,
         }
         entry["problem" if outcome.failed else "body"] = outcome.document
+        if outcome.reply is not None and outcome.reply.hold_status is not None:
+            # A replayed commit or release: the hold's status now (its header alone).
+            entry["hold_status"] = outcome.reply.hold_status
         results.append(entry)
     return {"results": results}
 

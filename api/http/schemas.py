@@ -351,6 +351,12 @@ _TOOL_RESULT = Shape(
         Field("replayed", "boolean", required=True, nullable=True),
         Field("body", "object", description="The tool's answer (a Hold or an Availability)"),
         Field("problem", "object", shape=PROBLEM, description="Why the call failed"),
+        Field(
+            "hold_status",
+            "string",
+            description="On a replay: the hold's status now, "
+            "as the Slotward-Hold-Status header of a single call says",
+        ),
     ),
 )
 TOOL_BATCH = Shape(

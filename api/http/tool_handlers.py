@@ -43,6 +43,8 @@ async def tool_call(request: web.Request) -> web.Response:
     envelope = translate(body, decode=decode_json, ignore=svc.policy.thought_fields)
     key = client_key(request)
     _check(envelope, key, needs_ids=reply is not None)
+    for _ in envelope.calls[1:]:  # each call of a batch counts against the agent's rate
+        svc.keys.limiter.admit(principal)
     if not envelope.batch and reply is None:
         return await _single(svc, principal, envelope.calls[0], key)
     # One after another, in the message's order: a later call sees what an earlier one held.

@@ -251,3 +251,46 @@ def test_errors_the_tool_raises_are_moved_under_the_call() -> None:
     # slotward's own envelope names an argument as the tool's endpoint does.
     generic = one({"tool": CREATE_HOLD.name, "arguments": {}})
     assert relocated(error, generic) is error
+
+
+# -- hostile bodies ----------------------------------------------------------------------
+
+_JSON = st.recursive(
+    _VALUES,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                 max_size=4),
+    max_leaves=12,
+)  # fmt: skip
+_MEMBERS = st.sampled_from(
+    ["type", "function", "name", "arguments", "input", "id", "tool", "tool_calls", "content",
+     "role", "workflow_id", "step", "text"]
+)  # fmt: skip
+_NEAR = st.dictionaries(_MEMBERS, _JSON | st.sampled_from(
+    ["function", "tool_use", "text", "assistant", CREATE_HOLD.name, "{}", "[]", "{\"a\": NaN}"]
+), max_size=6)  # fmt: skip
+_BODIES = st.recursive(_NEAR, lambda inner: st.dictionaries(_MEMBERS, inner | st.lists(inner,
+                       max_size=3), max_size=5), max_leaves=8)  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(body=_JSON | _BODIES)
+def test_any_body_translates_or_is_refused_naming_what_is_wrong(body: object) -> None:
+    refusal: ValidationFailed | None = None
+    try:
+        envelope = translate(body, decode=decode_json, ignore=THOUGHTS)
+    except ValidationFailed as error:  # anything else (a KeyError, a TypeError) fails here
+        refusal = error
+    if refusal is not None:
+        assert refusal.code in {"invalid_body", "unknown_field", "missing_field",
+                                "invalid_field", "invalid_step"}  # fmt: skip
+        assert isinstance(refusal.extra.get("field"), str) or refusal.code == "invalid_body"
+        return
+    assert 1 <= len(envelope.calls) <= 16
+    for call in envelope.calls:
+        assert (call.envelope is None) != (call.refused is None)
+        if call.envelope is not None:
+            assert set(call.envelope) <= {"tool", "arguments", "workflow_id", "step"}
+            assert isinstance(call.envelope["arguments"], dict)
+        else:
+            assert call.refused is not None
+            assert isinstance(call.refused.extra["field"], str)

@@ -9,6 +9,7 @@ import pytest
 
 from slotward.api.tool_results import Outcome, batch_document, check_reply, reply_for, what_to_do
 from slotward.engine.errors import ValidationFailed
+from slotward.engine.model import Reply
 from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS
 
 HOLD = {"id": "hold_1", "status": "held", "token": 1}
@@ -70,3 +71,12 @@ def test_a_reply_format_is_one_of_two() -> None:
     with pytest.raises(ValidationFailed) as caught:
         check_reply("OpenAI")
     assert caught.value.extra == {"field": "reply"}
+
+
+def test_a_replayed_write_in_a_batch_says_the_holds_status_now() -> None:
+    replay = Reply(created=False, body=b"{}", key="idem_3", replayed=True, hold_status="released")
+    committed = {"id": "hold_1", "status": "committed"}
+    again = Outcome("call_3", CREATE_HOLD.name, 200, "idem_3", True, committed, reply=replay)
+    (entry,) = batch_document([again])["results"]
+    assert (entry["body"]["status"], entry["hold_status"]) == ("committed", "released")
+    assert "hold_status" not in batch_document([PLACED])["results"][0]

@@ -78,6 +78,8 @@ OPENAI_MESSAGE = Shape(
     (*_BESIDE, _ASSISTANT, Field("content", "any", description="Ignored"),
      Field("refusal", "any", description="Ignored"),
      Field("annotations", "any", description="Ignored"),
+     Field("audio", "any", description="Ignored"),
+     Field("function_call", "any", description="Ignored (deprecated): tool_calls run"),
      Field("tool_calls", "array", required=True, min_items=1, max_items=MAX_CALLS,
            items=OPENAI_CALL)),
     description="An OpenAI assistant message: its tool_calls run in order",
@@ -91,7 +93,7 @@ ANTHROPIC_MESSAGE = Shape(
      Field("id", "string", max_length=256, description="The message's id; ignored"),
      Field("type", "string", enum=("message",)), Field("model", "string", max_length=256),
      Field("stop_reason", "any"), Field("stop_sequence", "any"), Field("usage", "any"),
-     Field("container", "any")),
+     Field("container", "any"), Field("context_management", "any")),
     description=f"An Anthropic assistant message: its tool_use blocks (at most {MAX_CALLS}) "
     "run in order",
 )  # fmt: skip

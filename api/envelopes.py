@@ -214,7 +214,7 @@ def _refused(
 
 
 def _generic(name: str, arguments: dict[str, Any], beside: Mapping[str, Any]) -> dict[str, Any]:
-    GENERIC.validate({"tool": name, "arguments": {}})  # an unknown name, refused as 'tool'
+    tool_named(name)  # an unknown name is refused as 'tool', moved to where it was
     return {"tool": name, "arguments": arguments, **beside}
 
 

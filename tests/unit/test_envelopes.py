@@ -140,9 +140,13 @@ def test_an_unknown_tool_is_named_where_the_model_wrote_it() -> None:
 
 
 def test_an_openai_message_runs_its_calls_in_order() -> None:
-    message = {
+    message = {  # choices[0].message as the OpenAI SDK dumps it, and the workflow
         "role": "assistant",
         "content": None,
+        "refusal": None,
+        "annotations": [],
+        "audio": None,
+        "function_call": None,
         "workflow_id": "wf",
         "step": 2,
         "tool_calls": [

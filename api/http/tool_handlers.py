@@ -24,14 +24,20 @@ from slotward.api.tool_formats import check_format, tool_schemas
 from slotward.api.tool_results import Outcome, batch_document, check_reply, reply_for
 from slotward.engine.errors import SlotwardError, ValidationFailed
 from slotward.engine.model import Principal, Reply
+from slotward.engine.tools import TOOLS
 
 __all__ = ["tool_call", "tools_handler"]
 
 
 async def tools_handler(request: web.Request) -> web.Response:
+    """The tools this key may call, in the format asked for: a key that may not
+    write (a reviewer's) is shown the read-only ones, so its model is not
+    offered a tool that would answer 403."""
     svc = request.app[SERVICES]
-    await authenticate(request, svc.keys)
-    return json_response(tool_schemas(check_format(request.query.get("format"))))
+    principal = await authenticate(request, svc.keys)
+    writes = principal.role in service.WRITERS
+    tools = [tool for tool in TOOLS if writes or tool.read_only]
+    return json_response(tool_schemas(check_format(request.query.get("format")), tools))
 
 
 async def tool_call(request: web.Request) -> web.Response:

@@ -72,6 +72,14 @@ async def test_the_tools_come_in_three_formats(server: Server) -> None:
         assert re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", a["name"])  # what both APIs take
 
 
+async def test_a_reviewer_is_shown_the_tools_it_may_call(server: Server) -> None:
+    reviewer = await server.key(agent="auditor", role="reviewer")
+    shown = (await reviewer.get("/v1/tools?format=mcp")).json
+    assert [t["name"] for t in shown] == [t.name for t in TOOLS if t.read_only]
+    admin = await server.key(agent="boss", role="admin")
+    assert len((await admin.get("/v1/tools")).json) == len(TOOLS)
+
+
 async def test_the_tools_need_a_key_and_a_known_format(server: Server) -> None:
     assert (await server.anonymous().get("/v1/tools")).status == 401
     agent = await server.key()

@@ -24,6 +24,7 @@ from slotward.api.tool_formats import check_format, tool_schemas
 from slotward.api.tool_results import Outcome, batch_document, check_reply, reply_for
 from slotward.engine.errors import SlotwardError, ValidationFailed
 from slotward.engine.model import Principal, Reply
+from slotward.engine.rules.fingerprint import check_client_key
 from slotward.engine.tools import TOOLS
 
 __all__ = ["tool_call", "tools_handler"]
@@ -64,6 +65,11 @@ async def tool_call(request: web.Request) -> web.Response:
 
 
 def _check(envelope: Envelope, key: str | None, *, needs_ids: bool) -> None:
+    """The frame's rules beyond its shape: refused whole, before any call runs."""
+    if key is not None:
+        # Checked here too, not only by the write: a call refused before it runs
+        # (a made-up tool) must not let a broken header pass as a 200 reply.
+        check_client_key(key)
     if envelope.batch and key is not None:
         raise ValidationFailed(
             "an Idempotency-Key names one call; a batch's calls each get their own derived key",

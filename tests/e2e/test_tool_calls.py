@@ -244,6 +244,15 @@ async def test_a_bad_envelope_is_refused_naming_its_field(
     assert snapshot(server) == before
 
 
+async def test_a_broken_client_key_is_refused_before_any_call(
+    server: Server, agent: Client
+) -> None:
+    # The made-up tool would fail on its own; the header is the frame's and fails first.
+    body = {**BESIDE, **openai(NO_ARGS, name="book_meeting")}
+    answer = await agent.post(f"{PATH}?reply=openai", body, headers={"Idempotency-Key": "x" * 256})
+    assert_problem(answer, 422, "invalid_idempotency_key", "Idempotency-Key")
+
+
 async def test_a_batch_takes_no_client_key(server: Server, agent: Client) -> None:
     body = {**BESIDE, "tool_calls": [openai(NO_ARGS)]}
     answer = await agent.post(PATH, body, headers={"Idempotency-Key": "mine-1"})

@@ -2,13 +2,14 @@
 
 The schemas are checked as JSON Schema (with the ``jsonschema`` package where
 the environment has it, else by their structure). Every curl command of
-docs/agents.md is sent, in order, to a fresh server; its answer must be the
+docs/agents.md is sent, in order, to a fresh `slotward serve`; its answer must be the
 status the document shows, and each tool call in it must be valid by the
 published schema exactly when the server accepted its arguments.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import importlib.util
 import json
@@ -17,8 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from slotward.engine.tools import TOOLS
 from tests.e2e.conftest import Answer, Client, Server
+from tests.e2e.served import slotward_serve
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "agents.md"
 _jsonschema: Any = (
@@ -159,32 +163,40 @@ def _problem(doc: dict[str, Any]) -> bool:
     return str(doc.get("type", "")).startswith("urn:slotward:problem:")
 
 
-async def test_the_documents_commands_answer_as_it_shows(server: Server) -> None:
-    agent: Client = await server.key()
-    schemas = {
-        t["name"]: t["input_schema"] for t in (await agent.get("/v1/tools?format=anthropic")).json
-    }
-    checked = 0
-    for example in examples(DOC.read_text()):
-        answer = await agent.request(example.method, example.path, example.body)
-        assert answer.status < 500
-        if example.status is not None:
-            assert answer.status == example.status, (example.path, answer.body[:300])
-        if example.body is None:
-            continue
-        for (name, arguments), took in zip(
-            calls_of(example.body), accepted(example, answer), strict=True
-        ):
-            if isinstance(arguments, str):
-                try:
-                    arguments = json.loads(arguments, object_pairs_hook=_unique)
-                except ValueError:
-                    arguments = None
-            fits = name in schemas and valid(schemas[name], arguments)
-            assert fits == took, (name, arguments, answer.body[:300])
-            checked += 1
+def test_the_documents_commands_answer_as_it_shows(tmp_path: Path) -> None:
+    """As the document says it ran them: against `slotward serve --demo-key`."""
+    with slotward_serve(tmp_path, {}, demo_key=True) as served:
+        assert served.secret is not None
+        checked = asyncio.run(_run_the_document(served.base, served.secret))
     assert checked == 9
-    assert server.overlapping_pairs() == 0
+    assert served.secret.split(".")[1] not in served.log()  # no key in any log line
+
+
+async def _run_the_document(base: str, secret: str) -> int:
+    async with aiohttp.ClientSession() as session:
+        agent = Client(session, base, secret)
+        listed = (await agent.get("/v1/tools?format=anthropic")).json
+        schemas = {t["name"]: t["input_schema"] for t in listed}
+        checked = 0
+        for example in examples(DOC.read_text()):
+            answer = await agent.request(example.method, example.path, example.body)
+            assert answer.status < 500
+            if example.status is not None:
+                assert answer.status == example.status, (example.path, answer.body[:300])
+            if example.body is None:
+                continue
+            for (name, arguments), took in zip(
+                calls_of(example.body), accepted(example, answer), strict=True
+            ):
+                if isinstance(arguments, str):
+                    try:
+                        arguments = json.loads(arguments, object_pairs_hook=_unique)
+                    except ValueError:
+                        arguments = None
+                fits = name in schemas and valid(schemas[name], arguments)
+                assert fits == took, (name, arguments, answer.body[:300])
+                checked += 1
+    return checked
 
 
 def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:

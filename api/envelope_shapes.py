@@ -10,11 +10,14 @@ __all__ = [
     "ANTHROPIC_MESSAGE",
     "ANTHROPIC_SINGLE",
     "ANTHROPIC_USE",
+    "FUNCTION_CALL",
+    "FUNCTION_CALL_SINGLE",
     "GENERIC",
     "MAX_CALLS",
     "OPENAI_CALL",
     "OPENAI_MESSAGE",
     "OPENAI_SINGLE",
+    "RESPONSE_OUTPUT",
     "SHAPES",
 ]
 
@@ -97,7 +100,34 @@ ANTHROPIC_MESSAGE = Shape(
     description=f"An Anthropic assistant message: its tool_use blocks (at most {MAX_CALLS}) "
     "run in order",
 )  # fmt: skip
+# OpenAI's Responses API: a function_call output item, and a response's output.
+FUNCTION_CALL = Shape(
+    "OpenAIFunctionCallItem",
+    (Field("type", "string", required=True, enum=("function_call",)),
+     Field("call_id", "string", required=True, min_length=1, max_length=256,
+           description="The call's id (call_...): the reply's call_id; never part of the key"),
+     _NAME, _FUNCTION.fields[1],
+     Field("id", "string", max_length=256, description="The item's id (fc_...); ignored"),
+     Field("status", "string", max_length=32, description="Ignored")),
+    description="A function_call item of an OpenAI Responses API output",
+)  # fmt: skip
+FUNCTION_CALL_SINGLE = Shape(
+    "OpenAIFunctionCallEnvelope",
+    (*_BESIDE, *FUNCTION_CALL.fields),
+    description="An OpenAI Responses API function_call with workflow_id and step beside it",
+)
+RESPONSE_OUTPUT = Shape(
+    "OpenAIResponseOutput",
+    (*_BESIDE,
+     Field("output", "array", required=True, min_items=1, max_items=_MAX_BLOCKS,
+           items=Field("item", "object", description="function_call items "
+                       "(OpenAIFunctionCallItem) run in order; reasoning and message items "
+                       "are skipped"))),
+    description=f"An OpenAI Responses API response's output: its function_call items (at most "
+    f"{MAX_CALLS}) run in order",
+)  # fmt: skip
 SHAPES: tuple[Shape, ...] = (
-    GENERIC, OPENAI_SINGLE, ANTHROPIC_SINGLE, OPENAI_MESSAGE, ANTHROPIC_MESSAGE
+    GENERIC, OPENAI_SINGLE, ANTHROPIC_SINGLE, FUNCTION_CALL_SINGLE, OPENAI_MESSAGE,
+    ANTHROPIC_MESSAGE, RESPONSE_OUTPUT,
 )  # fmt: skip
 """Every envelope the route takes, for the OpenAPI document."""

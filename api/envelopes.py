@@ -3,9 +3,10 @@
 An agent hands on what its model emitted: slotward's own envelope
 (``{"tool", "arguments"}``), an OpenAI tool call (``{"type": "function",
 "function": {"name", "arguments": "<JSON text>"}}``), an Anthropic ``tool_use``
-block (``{"type": "tool_use", "id", "name", "input"}``), each with
-``workflow_id`` and ``step`` beside it, or an assistant message's whole list of
-calls (OpenAI ``tool_calls``, Anthropic ``content``). :func:`translate` turns
+block (``{"type": "tool_use", "id", "name", "input"}``), a ``function_call``
+item of OpenAI's Responses API, each with ``workflow_id`` and ``step`` beside
+it, or an assistant message's whole list of calls (OpenAI ``tool_calls``,
+Anthropic ``content``, a Responses API ``output``). :func:`translate` turns
 any of them into :class:`Call` s holding the generic envelope that
 ``service.call_tool`` runs, so the fingerprint sees the same intent whichever
 way it came: the call's id (``call_...``, ``toolu_...``) is kept beside the
@@ -33,10 +34,13 @@ from slotward.api.envelope_shapes import (
     ANTHROPIC_MESSAGE,
     ANTHROPIC_SINGLE,
     ANTHROPIC_USE,
+    FUNCTION_CALL,
+    FUNCTION_CALL_SINGLE,
     GENERIC,
     MAX_CALLS,
     OPENAI_MESSAGE,
     OPENAI_SINGLE,
+    RESPONSE_OUTPUT,
 )
 from slotward.engine.errors import InvalidRequest, ValidationFailed
 from slotward.engine.tools import tool_named
@@ -50,10 +54,12 @@ __all__ = [
 ]
 
 
-Dialect = Literal["generic", "openai", "anthropic"]
+# openai-responses: OpenAI's Responses API (function_call items); openai: Chat Completions.
+Dialect = Literal["generic", "openai", "openai-responses", "anthropic"]
 Decoder = Callable[[bytes], object]
 
 _SKIPPED = frozenset({"text", "thinking", "redacted_thinking"})
+_SKIPPED_ITEMS = frozenset({"reasoning", "message"})
 
 
 @dataclass(frozen=True)
@@ -101,17 +107,24 @@ def translate(body: object, *, decode: Decoder, ignore: Collection[str] = ()) ->
         return _openai_message(OPENAI_MESSAGE.validate(kept), decode)
     if isinstance(kept.get("content"), list):
         return _anthropic_message(ANTHROPIC_MESSAGE.validate(kept))
+    if "output" in kept:
+        return _response_output(RESPONSE_OUTPUT.validate(kept), decode)
     kind = kept.get("type")
     if kind == "function" or (kind is None and "function" in kept):
         fields = OPENAI_SINGLE.validate(kept)
         return Envelope("openai", False, (_openai_call(fields, "", _beside(fields), decode),))
+    if kind == "function_call":
+        fields = FUNCTION_CALL_SINGLE.validate(kept)
+        call = _function_call(fields, "", _beside(fields), decode)
+        return Envelope("openai-responses", False, (call,))
     if kind == "tool_use" or (kind is None and "input" in kept):
         fields = ANTHROPIC_SINGLE.validate(kept)
         return Envelope("anthropic", False, (_anthropic_call(fields, "", _beside(fields)),))
     if kind is not None:
         raise ValidationFailed(
-            "'type' must be 'function' (an OpenAI tool call) or 'tool_use' (an Anthropic "
-            "block); slotward's own envelope has no type",
+            "'type' must be 'function' (an OpenAI tool call), 'function_call' (an OpenAI "
+            "Responses item) or 'tool_use' (an Anthropic block); slotward's own envelope "
+            "has no type",
             code="invalid_field",
             extra={"field": "type"},
         )
@@ -146,7 +159,7 @@ def _anthropic_message(fields: Mapping[str, Any]) -> Envelope:
     calls: list[Call] = []
     for i, block in enumerate(fields["content"]):
         kind = block.get("type")
-        if kind in _SKIPPED:
+        if isinstance(kind, str) and kind in _SKIPPED:  # a dict is no member: never hash one
             continue
         at = f"content[{i}]."
         if kind != "tool_use":
@@ -159,19 +172,54 @@ def _anthropic_message(fields: Mapping[str, Any]) -> Envelope:
         with _under(at):
             use = ANTHROPIC_USE.validate(block)
         calls.append(_anthropic_call(use, at, beside))
+    _bounded(calls, "content", "tool_use blocks")
+    return Envelope("anthropic", True, tuple(calls))
+
+
+def _bounded(calls: list[Call], field: str, what: str) -> None:
     if not calls:
         raise ValidationFailed(
-            "'content' holds no tool_use block: there is nothing to run",
+            f"'{field}' holds no {what}: there is nothing to run",
             code="invalid_field",
-            extra={"field": "content"},
+            extra={"field": field},
         )
     if len(calls) > MAX_CALLS:
         raise ValidationFailed(
-            f"'content' holds {len(calls)} tool_use blocks; a batch runs at most {MAX_CALLS}",
+            f"'{field}' holds {len(calls)} {what}; a batch runs at most {MAX_CALLS}",
             code="invalid_field",
-            extra={"field": "content"},
+            extra={"field": field},
         )
-    return Envelope("anthropic", True, tuple(calls))
+
+
+def _response_output(fields: Mapping[str, Any], decode: Decoder) -> Envelope:
+    beside = _beside(fields)
+    calls: list[Call] = []
+    for i, item in enumerate(fields["output"]):
+        kind, at = item.get("type"), f"output[{i}]."
+        if isinstance(kind, str) and kind in _SKIPPED_ITEMS:
+            continue
+        if kind != "function_call":
+            raise ValidationFailed(
+                f"'{at}type' must be 'function_call', 'reasoning' or 'message', got {_shown(kind)}",
+                code="invalid_field",
+                extra={"field": f"{at}type"},
+            )
+        with _under(at):
+            item_fields = FUNCTION_CALL.validate(item)
+        calls.append(_function_call(item_fields, at, beside, decode))
+    _bounded(calls, "output", "function_call items")
+    return Envelope("openai-responses", True, tuple(calls))
+
+
+def _function_call(
+    fields: Mapping[str, Any], at: str, beside: Mapping[str, Any], decode: Decoder
+) -> Call:
+    name, name_at, arguments_at = fields["name"], f"{at}name", f"{at}arguments"
+    try:
+        envelope = _generic(name, _arguments(fields["arguments"], arguments_at, decode), beside)
+    except ValidationFailed as error:
+        return _refused(error, fields["call_id"], name, at, name_at, arguments_at, "call_id")
+    return Call(envelope, None, fields["call_id"], name, f"{at}call_id", name_at, arguments_at)
 
 
 def _openai_call(
@@ -207,10 +255,12 @@ def _refused(
     at: str,
     name_at: str,
     arguments_at: str,
+    id_member: str = "id",
 ) -> Call:
     """A call whose name or arguments the model got wrong: it fails, the others run."""
-    call = Call(None, None, call_id, name, f"{at}id", name_at, arguments_at)
-    return Call(None, relocated(error, call), call_id, name, f"{at}id", name_at, arguments_at)
+    id_at = f"{at}{id_member}"
+    call = Call(None, None, call_id, name, id_at, name_at, arguments_at)
+    return Call(None, relocated(error, call), call_id, name, id_at, name_at, arguments_at)
 
 
 def _generic(name: str, arguments: dict[str, Any], beside: Mapping[str, Any]) -> dict[str, Any]:
@@ -253,6 +303,8 @@ def _kind(value: object) -> str:
         return "a boolean"
     if isinstance(value, int | float):
         return "a number"
+    if isinstance(value, dict):
+        return "an object"
     return "an array" if isinstance(value, list) else "a string"
 
 

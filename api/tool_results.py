@@ -81,12 +81,22 @@ def batch_document(outcomes: Sequence[Outcome]) -> dict[str, Any]:
     return {"results": results}
 
 
-def reply_for(reply: ReplyFormat, outcomes: Sequence[Outcome], *, batch: bool) -> Any:
+def reply_for(
+    reply: ReplyFormat, outcomes: Sequence[Outcome], *, batch: bool, responses: bool = False
+) -> Any:
     """The tool-result message(s) answering ``outcomes`` in ``reply``'s format.
 
-    OpenAI: one ``{"role": "tool", ...}`` message per call (a list for a batch).
-    Anthropic: one user message holding a ``tool_result`` block per call.
+    OpenAI: one ``{"role": "tool", ...}`` message per call (a list for a batch);
+    for calls of its Responses API (``responses``), one ``function_call_output``
+    input item per call instead. Anthropic: one user message holding a
+    ``tool_result`` block per call.
     """
+    if reply == "openai" and responses:
+        items = [
+            {"type": "function_call_output", "call_id": o.call_id, "output": _text(o.content())}
+            for o in outcomes
+        ]
+        return items if batch else items[0]
     if reply == "openai":
         messages = [
             {"role": "tool", "tool_call_id": o.call_id, "content": _text(o.content())}

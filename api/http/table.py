@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slotward.api.http import calendar_schemas as c
 from slotward.api.http import schemas as s
+from slotward.api.http import tool_schemas as t
 from slotward.api.http import webhook_schemas as w
 from slotward.api.http.calendar_handlers import delete_calendar, put_calendar, read_calendar
 from slotward.api.http.execution_handlers import (
@@ -120,7 +121,7 @@ ROUTES: tuple[Route, ...] = (
         "Anthropic tool_use block), or run an assistant message's calls in order",
         request=s.TOOL_ENVELOPES,
         responses={
-            200: (s.HOLD, s.AVAILABILITY, s.TOOL_BATCH, *s.TOOL_REPLIES), 201: s.HOLD, **_WRITE,
+            200: (s.HOLD, s.AVAILABILITY, t.TOOL_BATCH, *t.TOOL_REPLIES), 201: s.HOLD, **_WRITE,
         },
         params=(_REPLY,), mutating=True,
         sometimes_read_only=any(tool.read_only for tool in TOOLS), tag="tools",
@@ -128,7 +129,7 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/tools", tools_handler, "listTools",
         "The tools' schemas, ready to register with a model",
-        responses={200: s.TOOL_LIST, 422: None, 401: None}, params=(_FORMAT,), tag="tools",
+        responses={200: t.TOOL_LIST, 422: None, 401: None}, params=(_FORMAT,), tag="tools",
     ),
     Route(
         "POST", "/v1/executions", acquire_execution, "acquireExecution",

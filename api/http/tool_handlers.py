@@ -58,7 +58,8 @@ async def tool_call(request: web.Request) -> web.Response:
     outcomes = [await _outcome(svc, principal, call, key) for call in envelope.calls]
     if reply is None:
         return json_response(batch_document(outcomes))
-    response = json_response(reply_for(reply, outcomes, batch=envelope.batch))
+    responses = envelope.dialect == "openai-responses"
+    response = json_response(reply_for(reply, outcomes, batch=envelope.batch, responses=responses))
     if not envelope.batch:
         _describe(response, outcomes[0])
     return response

@@ -499,12 +499,22 @@ async def test_the_agents_envelopes_and_answers_conform_to_the_document(
     call = {"id": "call_1", "type": "function",
             "function": {"name": CREATE_HOLD.name, "arguments": json.dumps(args)}}  # fmt: skip
     use = {"type": "tool_use", "id": "toolu_1", "name": CREATE_HOLD.name, "input": args}
+    item = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_2",
+        "name": CREATE_HOLD.name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
     bodies = [
         {"workflow_id": "wf-1", **call},
         {"workflow_id": "wf-1", "step": None, **use},
         {"workflow_id": "wf-1", "role": "assistant", "content": None, "tool_calls": [call]},
         {"workflow_id": "wf-1", "role": "assistant",
          "content": [{"type": "text", "text": "booking"}, use]},
+        {"workflow_id": "wf-1", **item},
+        {"workflow_id": "wf-1", "output": [{"type": "reasoning", "summary": []}, item]},
     ]  # fmt: skip
     for body in bodies:
         assert _envelope_errors(spec, body) == [], body
@@ -514,7 +524,8 @@ async def test_the_agents_envelopes_and_answers_conform_to_the_document(
     assert single.status == 201
     conform(spec, "POST", "/v1/tool-calls", single)
     for query, body in (("", bodies[2]), ("?reply=openai", bodies[0]),
-                        ("?reply=openai", bodies[2]), ("?reply=anthropic", bodies[3])):  # fmt: skip
+                        ("?reply=openai", bodies[2]), ("?reply=anthropic", bodies[3]),
+                        ("?reply=openai", bodies[4]), ("?reply=openai", bodies[5])):  # fmt: skip
         answer = await agent.post("/v1/tool-calls" + query, body)
         assert answer.status == 200, answer.body[:300]
         conform(spec, "POST", "/v1/tool-calls", answer)

@@ -38,6 +38,12 @@ def anthropic(args: Any, name: str = CREATE_HOLD.name, call_id: str = "toolu_1")
     return {"type": "tool_use", "id": call_id, "name": name, "input": args}
 
 
+def responses(args: str, name: str = CREATE_HOLD.name, call_id: str = "call_r") -> dict[str, Any]:
+    """A function_call item of OpenAI's Responses API."""
+    return {"type": "function_call", "id": "fc_1", "call_id": call_id, "name": name,
+            "arguments": args, "status": "completed"}  # fmt: skip
+
+
 @pytest.fixture
 async def agent(server: Server) -> Client:
     return await server.key()
@@ -56,6 +62,7 @@ async def test_one_intent_lands_on_one_key_on_every_path(server: Server, agent: 
         {**BESIDE, **openai(json.dumps(REWORDED, indent=1))},
         {**BESIDE, **openai(REWORDED, call_id="call_other")},
         {**BESIDE, **anthropic(REWORDED), "agent_thought": "retrying"},
+        {**BESIDE, **responses(json.dumps(REWORDED))},
     ]
     for body in bodies:
         again = await agent.post(PATH, body)
@@ -66,6 +73,8 @@ async def test_one_intent_lands_on_one_key_on_every_path(server: Server, agent: 
         {**BESIDE, "role": "assistant", "content": None,
          "tool_calls": [openai(json.dumps(REWORDED))]},
         {**BESIDE, "role": "assistant", "content": [said, anthropic(REWORDED)]},
+        {**BESIDE, "output": [{"type": "reasoning", "id": "rs_1", "summary": []},
+                              responses(json.dumps(REWORDED))]},
     ]  # fmt: skip
     for body in batches:
         (result,) = (await agent.post(PATH, body)).json["results"]
@@ -192,6 +201,30 @@ async def test_an_anthropic_reply_answers_every_block_in_order(
     assert content(listed[0])["status"] == "committed"  # a repeat commit replays
 
 
+async def test_a_responses_reply_is_the_function_call_outputs(
+    server: Server, agent: Client
+) -> None:
+    rival = await server.key(agent="agent-b")
+    assert (await rival.create({"workflow_id": "wf-b", **ARGS})).status == 201
+    later = {**ARGS, "start": "2030-10-14T16:00:00Z"}
+    output = [responses(json.dumps(ARGS), call_id="call_a"),
+              {"type": "message", "id": "msg_1", "role": "assistant", "content": []},
+              responses(json.dumps(later), call_id="call_b")]  # fmt: skip
+    answer = await agent.post(f"{PATH}?reply=openai", {"workflow_id": "wf-42", "output": output})
+    assert answer.status == 200
+    items = answer.json
+    assert [(i["type"], i["call_id"]) for i in items] == [
+        ("function_call_output", "call_a"),
+        ("function_call_output", "call_b"),
+    ]
+    taken, placed = (json.loads(i["output"]) for i in items)
+    assert (taken["code"], placed["status"]) == ("slot_conflict", "held")
+    assert taken["alternatives"]
+    single = await agent.post(f"{PATH}?reply=openai", {"workflow_id": "wf-42", **output[2]})
+    assert single.json["type"] == "function_call_output"
+    assert (single.headers["Slotward-Tool-Status"], single.replayed) == ("201", True)
+
+
 NO_ARGS = json.dumps(ARGS)
 # A broken envelope: 422 naming the field, nothing run, nothing written.
 BAD = [
@@ -215,7 +248,11 @@ BAD = [
                  id="create-without-workflow"),
     pytest.param("", {**openai(NO_ARGS), "workflow_id": "wf", "step": -1}, "invalid_step",
                  "step", id="negative-step"),
-    pytest.param("", {**BESIDE, "type": "function_call"}, "invalid_field", "type",
+    pytest.param("", {**BESIDE, "type": "function_call", "name": CREATE_HOLD.name,
+                      "arguments": NO_ARGS}, "missing_field", "call_id", id="responses-no-call-id"),
+    pytest.param("", {**BESIDE, "output": [responses("[]"), {"type": "file_search_call"}]},
+                 "invalid_field", "output[1].type", id="responses-other-item"),
+    pytest.param("", {**BESIDE, "type": "image"}, "invalid_field", "type",
                  id="unknown-type"),
     pytest.param("", {**BESIDE, "tool_calls": [openai(NO_ARGS), {"type": "function"}]},
                  "missing_field", "tool_calls[1].function", id="batch-frame"),

@@ -125,7 +125,7 @@ def examples(text: str) -> list[Example]:
 
 def test_the_document_shows_its_commands() -> None:
     found = examples(DOC.read_text())
-    assert len(found) == 7
+    assert len(found) == 8
     assert [e.status for e in found if e.status is not None] == [201, 201, 422]
     assert all(e.method == "POST" for e in found[1:])
 
@@ -136,6 +136,10 @@ def calls_of(body: dict[str, Any]) -> list[tuple[str, Any]]:
         return [(c["function"]["name"], c["function"]["arguments"]) for c in body["tool_calls"]]
     if isinstance(body.get("content"), list):
         return [(b["name"], b["input"]) for b in body["content"] if b["type"] == "tool_use"]
+    if "output" in body:
+        return [(i["name"], i["arguments"]) for i in body["output"] if i["type"] == "function_call"]
+    if body.get("type") == "function_call":
+        return [(body["name"], body["arguments"])]
     if body.get("type") == "function":
         return [(body["function"]["name"], body["function"]["arguments"])]
     return [(body["name"], body["input"])]
@@ -149,7 +153,8 @@ def accepted(example: Example, answer: Answer) -> list[bool]:
 
     doc = answer.json
     if "reply=openai" in example.path:
-        shown = [json.loads(m["content"]) for m in (doc if isinstance(doc, list) else [doc])]
+        listed = doc if isinstance(doc, list) else [doc]
+        shown = [json.loads(m["content"] if "content" in m else m["output"]) for m in listed]
         return [not _problem(c) or c["code"] == "slot_conflict" for c in shown]
     if "reply=anthropic" in example.path:
         shown = [json.loads(b["content"]) for b in doc["content"]]
@@ -168,7 +173,7 @@ def test_the_documents_commands_answer_as_it_shows(tmp_path: Path) -> None:
     with slotward_serve(tmp_path, {}, demo_key=True) as served:
         assert served.secret is not None
         checked = asyncio.run(_run_the_document(served.base, served.secret))
-    assert checked == 9
+    assert checked == 10
     assert served.secret.split(".")[1] not in served.log()  # no key in any log line
 
 

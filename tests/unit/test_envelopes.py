@@ -32,6 +32,12 @@ def openai(arguments: Any, name: str = CREATE_HOLD.name, **beside: Any) -> dict[
     return {"id": "call_1", "type": "function", "function": function, **beside}
 
 
+def responses(arguments: Any, name: str = CREATE_HOLD.name, **beside: Any) -> dict[str, Any]:
+    """A function_call item of OpenAI's Responses API."""
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_r", "name": name}
+    return {**item, "arguments": arguments, "status": "completed", **beside}
+
+
 def anthropic(arguments: Any, name: str = CREATE_HOLD.name, **beside: Any) -> dict[str, Any]:
     return {"type": "tool_use", "id": "toolu_1", "name": name, "input": arguments, **beside}
 
@@ -63,18 +69,15 @@ def test_every_dialect_gives_the_same_generic_envelope(
         one(openai(text, **beside)),
         one(openai(arguments, **beside)),
         one(anthropic(arguments, **beside)),
+        one(responses(text, **beside)),
         *translate({**beside, "tool_calls": [openai(text)]}, decode=decode_json).calls,
         *translate({**beside, "content": [anthropic(arguments)]}, decode=decode_json).calls,
+        *translate({**beside, "output": [responses(text)]}, decode=decode_json).calls,
     ]
     assert all(c.envelope == generic for c in calls)  # the id is beside it, never in it
     assert [c.call_id for c in calls] == [
-        "mine",
-        "call_1",
-        "call_1",
-        "toolu_1",
-        "call_1",
-        "toolu_1",
-    ]
+        "mine", "call_1", "call_1", "toolu_1", "call_r", "call_1", "toolu_1", "call_r",
+    ]  # fmt: skip
 
 
 def test_free_text_beside_the_call_is_dropped() -> None:
@@ -192,6 +195,22 @@ def test_an_anthropic_message_skips_text_and_thinking() -> None:
     ]
 
 
+def test_a_responses_output_skips_reasoning_and_messages() -> None:
+    output = [
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        responses(json.dumps(ARGS)),
+        {"type": "message", "id": "msg_1", "role": "assistant", "content": []},
+        {**responses("{", name=FIND_FREE_SLOTS.name), "call_id": "call_s"},
+    ]
+    envelope = translate({"workflow_id": "wf", "output": output}, decode=decode_json)
+    assert (envelope.dialect, envelope.batch) == ("openai-responses", True)
+    first, second = envelope.calls
+    assert first.envelope == {"tool": CREATE_HOLD.name, "arguments": ARGS, "workflow_id": "wf"}
+    assert (first.call_id, first.id_at) == ("call_r", "output[1].call_id")
+    assert second.refused is not None
+    assert second.refused.extra["field"] == "output[3].arguments"
+
+
 def _calls(n: int) -> list[dict[str, Any]]:
     return [{**openai("{}"), "id": f"call_{i}"} for i in range(n)]
 
@@ -224,6 +243,18 @@ FRAMES = [
     pytest.param({"content": [anthropic({})] * 17}, "invalid_field", "content", id="17-uses"),
     pytest.param({"tool": CREATE_HOLD.name, "arguments": "{}"}, "invalid_field", "arguments",
                  id="generic-string-arguments"),
+    pytest.param({"type": "function_call", "name": "x", "arguments": "{}"}, "missing_field",
+                 "call_id", id="responses-no-call-id"),
+    pytest.param({"content": [{"type": {}}]}, "invalid_field", "content[0].type",
+                 id="anthropic-type-object"),
+    pytest.param({"output": [{"type": ["reasoning"]}]}, "invalid_field", "output[0].type",
+                 id="responses-type-array"),
+    pytest.param({"output": [{"type": "web_search_call"}]}, "invalid_field", "output[0].type",
+                 id="responses-other-item"),
+    pytest.param({"output": [{"type": "reasoning"}]}, "invalid_field", "output",
+                 id="responses-nothing-to-run"),
+    pytest.param({"output": [{"type": "function_call", "call_id": "c", "name": "x"}]},
+                 "missing_field", "output[0].arguments", id="responses-item-no-arguments"),
 ]  # fmt: skip
 
 
@@ -267,10 +298,11 @@ _JSON = st.recursive(
 )  # fmt: skip
 _MEMBERS = st.sampled_from(
     ["type", "function", "name", "arguments", "input", "id", "tool", "tool_calls", "content",
-     "role", "workflow_id", "step", "text"]
+     "role", "workflow_id", "step", "text", "output", "call_id"]
 )  # fmt: skip
 _NEAR = st.dictionaries(_MEMBERS, _JSON | st.sampled_from(
-    ["function", "tool_use", "text", "assistant", CREATE_HOLD.name, "{}", "[]", "{\"a\": NaN}"]
+    ["function", "function_call", "tool_use", "text", "reasoning", "assistant", CREATE_HOLD.name,
+     "{}", "[]", "{\"a\": NaN}"]
 ), max_size=6)  # fmt: skip
 _BODIES = st.recursive(_NEAR, lambda inner: st.dictionaries(_MEMBERS, inner | st.lists(inner,
                        max_size=3), max_size=5), max_leaves=8)  # fmt: skip

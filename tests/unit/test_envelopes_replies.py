@@ -33,6 +33,16 @@ def test_an_openai_reply_is_one_tool_message_per_call() -> None:
     assert f"call {CREATE_HOLD.name} again" in shown["what_to_do"]
 
 
+def test_a_responses_reply_is_one_function_call_output_per_call() -> None:
+    items = reply_for("openai", [PLACED, TAKEN], batch=True, responses=True)
+    assert [(i["type"], i["call_id"]) for i in items] == [
+        ("function_call_output", "call_1"),
+        ("function_call_output", "call_2"),
+    ]
+    assert json.loads(items[0]["output"]) == HOLD
+    assert reply_for("openai", [PLACED], batch=False, responses=True) == items[0]
+
+
 def test_an_anthropic_reply_is_one_user_message_of_tool_results() -> None:
     message = reply_for("anthropic", [PLACED, TAKEN], batch=True)
     assert message["role"] == "user"

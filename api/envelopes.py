@@ -337,7 +337,10 @@ def relocated(error: ValidationFailed, call: Call) -> ValidationFailed:
     if not call.arguments_at:
         return error
     if field == "arguments" or field.startswith(("arguments.", "arguments[")):
-        return _with_field(error, field, call.arguments_at + field.removeprefix("arguments"))
+        moved = call.arguments_at + field.removeprefix("arguments")
+        # An alias error quotes the argument by its own name ('start'): that moves too.
+        bare = field.removeprefix("arguments.")
+        return _with_field(_with_field(error, field, moved), bare, moved)
     head = re.split(r"[.\[]", field, maxsplit=1)[0]
     if call.envelope is not None and head in _argument_names(call.envelope["tool"]):
         return _with_field(error, field, f"{call.arguments_at}.{field}")
@@ -361,6 +364,13 @@ def _under(prefix: str) -> Iterator[None]:
 
 
 def _with_field(error: ValidationFailed, field: str, moved: str) -> ValidationFailed:
+    """The same error, its field (and the detail's quotes of it) named ``moved``."""
     detail = _QUOTED.sub(lambda m: f"'{moved}'" if m.group(1) == field else m.group(0),
                          error.detail)  # fmt: skip
-    return ValidationFailed(detail, code=error.code, extra={**error.extra, "field": moved})
+    again = ValidationFailed(
+        detail, code=error.code, retryable=error.retryable,
+        extra={**error.extra, "field": moved}, retry_after=error.retry_after,
+    )  # fmt: skip
+    # A refusal found once the key was known still answers with it (start_in_past).
+    again.idempotency_key = error.idempotency_key
+    return again

@@ -290,6 +290,17 @@ async def test_a_broken_client_key_is_refused_before_any_call(
     assert_problem(answer, 422, "invalid_idempotency_key", "Idempotency-Key")
 
 
+async def test_a_refusal_found_once_the_key_is_known_still_names_it(
+    server: Server, agent: Client
+) -> None:
+    past = {**ARGS, "start": "2030-09-30T14:00:00Z"}
+    via_holds = await agent.create({**BESIDE, **past})
+    via_openai = await agent.post(PATH, {**BESIDE, **openai(json.dumps(past))})
+    assert_problem(via_openai, 422, "start_in_past", "function.arguments.start")
+    assert via_openai.key is not None
+    assert via_openai.key == via_holds.key  # the same intent, the same key, refused alike
+
+
 async def test_a_batch_takes_no_client_key(server: Server, agent: Client) -> None:
     body = {**BESIDE, "tool_calls": [openai(NO_ARGS)]}
     answer = await agent.post(PATH, body, headers={"Idempotency-Key": "mine-1"})

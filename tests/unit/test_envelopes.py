@@ -281,6 +281,15 @@ def test_errors_the_tool_raises_are_moved_under_the_call() -> None:
         "give 'start' or 'start_time'", extra={"field": "arguments.start_time"}
     )
     assert relocated(alias, call).extra["field"] == "tool_calls[1].function.arguments.start_time"
+    needed = ValidationFailed(
+        "arguments need 'start' (or 'start_time')", extra={"field": "arguments.start"}
+    )
+    assert relocated(needed, call).detail == (
+        "arguments need 'tool_calls[1].function.arguments.start' (or 'start_time')"
+    )
+    late = ValidationFailed("'start' is in the past", extra={"field": "start"})
+    late.idempotency_key = "idem_1"
+    assert relocated(late, call).idempotency_key == "idem_1"  # the answer still names it
     step = ValidationFailed("bad step", code="invalid_step", extra={"field": "step"})
     assert relocated(step, call) is step
     # slotward's own envelope names an argument as the tool's endpoint does.

@@ -83,6 +83,17 @@ class Tool:
             )
         return Shape(self.schema_name, tuple(fields))
 
+    @functools.cached_property
+    def parameters(self) -> dict[str, Any]:
+        """The JSON Schema a model is given (``GET /v1/tools``, MCP): the canonical
+        fields only, required ones required.
+
+        The aliases are left out: a model told one name for a thing uses it (one
+        sent anyway is still accepted, by :attr:`arguments`). No ``$ref``: the
+        fields are scalars and arrays of scalars.
+        """
+        return Shape(self.schema_name, self.fields).json_schema()
+
     def canonical(self, given: Mapping[str, Any]) -> dict[str, Any]:
         """Validated arguments with every alias replaced by its canonical name."""
         out = dict(given)
@@ -115,7 +126,10 @@ class Tool:
         }
 
 
-_INSTANT = "ISO-8601 with an offset or Z, or a local time with `timezone`"
+_INSTANT = (
+    "ISO-8601 with an offset or Z, e.g. 2030-10-14T14:00:00Z or 2030-10-14T16:00:00+02:00; "
+    "or a local time without one, with timezone"
+)
 _ATTENDEES = Field(
     "attendees",
     "array",
@@ -123,35 +137,104 @@ _ATTENDEES = Field(
     min_items=1,
     max_items=100,
     items=Field("attendee", "string", min_length=1, max_length=320),
-    description="Attendee ids or emails (`Name <email>` accepted)",
+    description="Who must attend: attendee ids or email addresses (`Name <email>` accepted); "
+    "case and spaces do not matter",
 )
-_HOLD_ID = Field("hold_id", "string", required=True, min_length=1, max_length=64)
-_TOKEN = Field("token", "integer", required=True, minimum=0)
+_HOLD_ID = Field(
+    "hold_id", "string", required=True, min_length=1, max_length=64,
+    description="The hold's id, as create_calendar_hold answered it (`id`)",
+)  # fmt: skip
+_TOKEN = Field(
+    "token", "integer", required=True, minimum=0,
+    description="The hold's token, from the same answer (`token`): it proves the hold is "
+    "still the one you placed",
+)  # fmt: skip
+_RETRY = (
+    "Retrying is safe: the server derives the idempotency key from the call's intent, so a "
+    "retried or reworded call lands once and answers with the first result."
+)
 
 CREATE_HOLD = Tool(
     name="create_calendar_hold",
     schema_name="CreateHoldArguments",
     description=(
-        "Place a tentative hold on a time slot for the attendees, so that no other agent "
-        "can book it while you confirm. Call it once you have chosen a slot (find_free_slots "
-        "suggests some); then commit_calendar_hold books it and release_calendar_hold gives "
-        "it up. An uncommitted hold expires after hold_ttl_seconds. A retry is safe: the "
-        "same workflow, step, attendees and times land once and answer with the first "
-        "result; to book the same slot again on purpose, use a new step. A taken slot "
-        "answers slot_conflict with up to three free alternatives; a higher priority may "
-        "preempt holds of a lower one."
+        "Hold a time slot for the attendees: a tentative booking no other agent can take "
+        "while you confirm. Use it once a slot is chosen (find_free_slots suggests free "
+        "ones). Give start and one of end, duration_minutes or duration. The answer is the "
+        "hold: keep its id and token, then call commit_calendar_hold to book it or "
+        "release_calendar_hold to give it up; an uncommitted hold expires after "
+        "hold_ttl_seconds. If the slot is taken, the call fails with code slot_conflict: "
+        "conflicts say what is in the way and alternatives holds up to three free slots "
+        "of the same length; pick one and call create_calendar_hold again with its start "
+        "and end (or ask the user). " + _RETRY + " The key is the workflow_id, step, "
+        "attendees and interval: a new title, another attendee spelling or another "
+        "time-zone spelling of the same instant is the same call, and while the workflow "
+        "holds that slot the call answers with that hold whatever its step. To book a slot "
+        "again on purpose after its hold was released or expired, use a new step. A higher "
+        "priority may preempt tentative holds of a lower one."
     ),
     fields=(
         _ATTENDEES,
-        Field("start", "string", required=True, max_length=64, description=_INSTANT),
-        Field("end", "string", max_length=64, description="Exclusive end; or a duration"),
-        Field("duration_minutes", "integer", minimum=1, maximum=1440),
-        Field("duration", "string", max_length=32, description="ISO-8601 duration, e.g. PT30M"),
-        Field("timezone", "string", max_length=64, description="IANA name for local times"),
-        Field("title", "string", max_length=500),
-        Field("description", "string", nullable=True, max_length=5000),
-        Field("priority", "integer", minimum=0, maximum=100, description="May lower, not raise"),
-        Field("hold_ttl_seconds", "integer", minimum=10, maximum=3600),
+        Field(
+            "start",
+            "string",
+            required=True,
+            max_length=64,
+            description="When the meeting starts: " + _INSTANT,
+        ),
+        Field(
+            "end",
+            "string",
+            max_length=64,
+            description="When it ends (exclusive), written as start is; or give "
+            "duration_minutes or duration instead",
+        ),
+        Field(
+            "duration_minutes",
+            "integer",
+            minimum=1,
+            maximum=1440,
+            description="The meeting's length in minutes, instead of end",
+        ),
+        Field(
+            "duration",
+            "string",
+            max_length=32,
+            description="The meeting's length as an ISO-8601 duration (PT30M), instead of end",
+        ),
+        Field(
+            "timezone",
+            "string",
+            max_length=64,
+            description="IANA time zone (Europe/Paris) of a start or end without an offset",
+        ),
+        Field(
+            "title",
+            "string",
+            max_length=500,
+            description="The meeting's title; not part of the key",
+        ),
+        Field(
+            "description",
+            "string",
+            nullable=True,
+            max_length=5000,
+            description="The meeting's notes; not part of the key",
+        ),
+        Field(
+            "priority",
+            "integer",
+            minimum=0,
+            maximum=100,
+            description="0-100, by default your agent's own, which you may lower, not raise",
+        ),
+        Field(
+            "hold_ttl_seconds",
+            "integer",
+            minimum=10,
+            maximum=3600,
+            description="How long the hold stays tentative before it expires uncommitted",
+        ),
     ),
     # With the workflow and step: the key is derived from the normalized
     # attendees and interval, so title or priority do not change it.
@@ -169,10 +252,11 @@ COMMIT_HOLD = Tool(
     name="commit_calendar_hold",
     schema_name="CommitHoldArguments",
     description=(
-        "Book a hold placed by create_calendar_hold: it becomes a committed event. Give the "
-        "hold's id and the token its placement answered. Only the agent that placed the "
-        "hold may commit it; an expired hold can still be committed while its slot is free. "
-        "A retry is safe: a repeated commit answers with the first commit's result."
+        "Book a hold placed by create_calendar_hold: it becomes a committed calendar event. "
+        "Give the hold's id and the token that create answered. Only the agent that placed "
+        "the hold may commit it. A hold that expired can still be committed while its slot "
+        "is free; once another booking took the slot the call fails (hold_expired, "
+        "hold_preempted): find another slot and create again. " + _RETRY
     ),
     fields=(_HOLD_ID, _TOKEN),
     identity=("hold_id",),
@@ -183,9 +267,10 @@ RELEASE_HOLD = Tool(
     name="release_calendar_hold",
     schema_name="ReleaseHoldArguments",
     description=(
-        "Release a hold, the compensating action when a plan is dropped or a later step "
-        "failed: its slot becomes free for others. The agent that placed the hold, or an "
-        "admin, may release it. A retry is safe: releasing a hold already released, expired "
+        "Give up a hold, tentative or committed: its slot becomes free for others. Use it "
+        "when the plan is dropped, the user declines, or a later step of your workflow "
+        "failed and this booking must be undone. The agent that placed the hold, or an "
+        "admin, may release it. " + _RETRY + " Releasing a hold already released, expired "
         "or preempted answers with the hold as it is and changes nothing."
     ),
     fields=(_HOLD_ID,),
@@ -198,17 +283,49 @@ FIND_FREE_SLOTS = Tool(
     name="find_free_slots",
     schema_name="FindFreeSlotsArguments",
     description=(
-        "Find slots of duration_minutes when every attendee is free between from and to, "
-        "and the busy intervals and free gaps around them. Read-only: it books nothing, so "
-        "call it before create_calendar_hold to choose a slot; a retry only reads again."
+        "Find when every attendee is free: slots of duration_minutes between from and to, "
+        "with the busy intervals and free gaps around them. Read-only: it books and holds "
+        "nothing, so a slot it shows may be taken before you hold it. Call it to choose a "
+        "slot before create_calendar_hold, or after a slot_conflict without alternatives "
+        "(over a wider window). A retry only reads again."
     ),
     fields=(
-        replace(_ATTENDEES, description=""),
-        Field("from", "string", required=True, max_length=64, description=_INSTANT),
-        Field("to", "string", required=True, max_length=64, description=_INSTANT),
-        Field("timezone", "string", max_length=64),
-        Field("duration_minutes", "integer", required=True, minimum=1, maximum=1440),
-        Field("limit", "integer", minimum=1, maximum=50),
+        replace(_ATTENDEES, description="Who must be free: attendee ids or email addresses"),
+        Field(
+            "from",
+            "string",
+            required=True,
+            max_length=64,
+            description="Start of the window to search: " + _INSTANT,
+        ),
+        Field(
+            "to",
+            "string",
+            required=True,
+            max_length=64,
+            description="End of the window to search, written as from is",
+        ),
+        Field(
+            "timezone",
+            "string",
+            max_length=64,
+            description="IANA time zone (Europe/Paris) of a from or to without an offset",
+        ),
+        Field(
+            "duration_minutes",
+            "integer",
+            required=True,
+            minimum=1,
+            maximum=1440,
+            description="The length of the slots wanted, in minutes",
+        ),
+        Field(
+            "limit",
+            "integer",
+            minimum=1,
+            maximum=50,
+            description="At most this many slots (default 5)",
+        ),
     ),
     identity=(),
     usecase="slotward.engine.usecases.reads.availability",

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import ast
 import importlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from slotward.api import service
+from slotward.api import service, tool_formats
 from slotward.api.http import schemas
 from slotward.api.http.openapi import build_openapi
 from slotward.api.http.table import ROUTES
@@ -98,7 +99,7 @@ def test_the_registry_holds_the_four_tools_with_their_mcp_hints() -> None:
 @pytest.mark.parametrize("tool", tools.TOOLS, ids=lambda t: t.name)
 def test_every_tool_carries_what_mcp_needs(tool: tools.Tool) -> None:
     # An LLM is told what a retry does; the schema is JSON Schema; the use case exists.
-    assert "retry" in tool.description
+    assert "retry" in tool.description.lower()
     schema = tool.arguments.json_schema()
     assert (schema["type"], schema["additionalProperties"]) == ("object", False)
     names = set(schema["properties"])
@@ -113,6 +114,65 @@ def test_the_use_cases_record_the_registry_names() -> None:
     assert recorded == tuple(
         t.name for t in (tools.CREATE_HOLD, tools.COMMIT_HOLD, tools.RELEASE_HOLD)
     )
+
+
+def _keys(schema: object) -> Iterator[str]:
+    """Every member name at any depth of a JSON Schema."""
+    if isinstance(schema, dict):
+        for key, value in schema.items():
+            yield key
+            yield from _keys(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _keys(item)
+
+
+@pytest.mark.parametrize("tool", tools.TOOLS, ids=lambda t: t.name)
+def test_what_a_model_is_given_is_plain_json_schema(tool: tools.Tool) -> None:
+    # OpenAI refuses $ref and a top-level anyOf/oneOf in a function's parameters;
+    # Anthropic wants an object schema. The canonical names only, every one explained.
+    schema = tool.parameters
+    assert (schema["type"], schema["additionalProperties"]) == ("object", False)
+    assert not {"$ref", "$defs", "oneOf", "allOf", "not"} & set(_keys(schema))
+    assert "anyOf" not in schema
+    assert list(schema["properties"]) == [f.name for f in tool.fields]
+    assert schema.get("required", []) == [f.name for f in tool.fields if f.required]
+    assert not {alias for alias, _ in tool.aliases} & set(schema["properties"])
+    undescribed = [n for n, p in schema["properties"].items() if not p.get("description")]
+    assert not undescribed, f"{tool.name}: no description for {undescribed}"
+    assert "safe" in tool.description or tool.read_only
+
+
+def test_the_create_description_says_what_to_do_with_a_conflict() -> None:
+    text = tools.CREATE_HOLD.description
+    for words in ("slot_conflict", "alternatives", "new step", "lands once",
+                  f"call {tools.CREATE_HOLD.name} again"):  # fmt: skip
+        assert words in text, words
+    assert tools.FIND_FREE_SLOTS.name in text
+    assert tools.COMMIT_HOLD.name in text
+    assert tools.RELEASE_HOLD.name in text
+
+
+@pytest.mark.parametrize("fmt", tool_formats.FORMATS)
+def test_every_format_lists_the_registry_in_order(fmt: tool_formats.Format) -> None:
+    listed = tool_formats.tool_schemas(fmt)
+    if fmt == "openai":
+        assert all(t["type"] == "function" for t in listed)
+        flat = [(t["function"]["name"], t["function"]["parameters"]) for t in listed]
+    elif fmt == "anthropic":
+        assert all(set(t) == {"name", "description", "input_schema"} for t in listed)
+        flat = [(t["name"], t["input_schema"]) for t in listed]
+    else:
+        assert [t["annotations"] for t in listed] == [t.annotations() for t in tools.TOOLS]
+        flat = [(t["name"], t["inputSchema"]) for t in listed]
+    assert flat == [(t.name, t.parameters) for t in tools.TOOLS]
+
+
+def test_an_unknown_format_or_reply_is_refused() -> None:
+    assert tool_formats.check_format(None) == tool_formats.DEFAULT_FORMAT
+    with pytest.raises(ValidationFailed) as caught:
+        tool_formats.check_format("gemini")
+    assert caught.value.extra == {"field": "format"}
 
 
 def test_every_tool_is_served_by_the_envelope() -> None:

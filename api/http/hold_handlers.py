@@ -1,4 +1,7 @@
-"""Handlers of the hold tools: decode, call one service (api/service.py), encode."""
+"""Handlers of the hold tools: decode, call one service (api/service.py), encode.
+
+The same tools in the envelopes a model emits: api/http/tool_handlers.py.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from slotward.api.http.jsonbody import read_json
 from slotward.api.http.params import query_int
 from slotward.api.http.responses import client_key, json_response, reply_response
 from slotward.engine.errors import ValidationFailed
-from slotward.engine.model import HoldStatus, Reply
+from slotward.engine.model import HoldStatus
 from slotward.engine.rules.attendees import parse_attendees
 from slotward.engine.rules.shapes import Shape
 
@@ -24,7 +27,6 @@ __all__ = [
     "list_holds_handler",
     "read_hold",
     "release_hold",
-    "tool_call",
 ]
 
 
@@ -97,12 +99,3 @@ async def list_holds_handler(request: web.Request) -> web.Response:
         cursor=q.get("cursor"), limit=limit,
     )  # fmt: skip
     return json_response(doc)
-
-
-async def tool_call(request: web.Request) -> web.Response:
-    """The same tools in the envelope an LLM emits (engine/tools.py, api/service.py)."""
-    svc = request.app[SERVICES]
-    principal = await authenticate(request, svc.keys)
-    envelope = await _body(request, schemas.TOOL_CALL)
-    answer = await service.call_tool(svc, principal, envelope, client_key(request))
-    return reply_response(answer) if isinstance(answer, Reply) else json_response(answer)

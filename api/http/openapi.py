@@ -8,7 +8,7 @@ from typing import Any
 from slotward import __version__
 from slotward.api.http.routes import Route
 from slotward.api.http.schemas import PROBLEM
-from slotward.engine.rules.shapes import Shape, collect_components
+from slotward.engine.rules.shapes import Field, Shape, collect_components
 
 __all__ = ["build_openapi"]
 
@@ -28,6 +28,25 @@ def _ref(shape: Shape) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{shape.name}"}
 
 
+def _schema(declared: Shape | Field | tuple[Shape | Field, ...]) -> dict[str, Any]:
+    """A shape by reference, a field inline, a tuple as "any of these"."""
+    if isinstance(declared, tuple):
+        return {"anyOf": [_schema(one) for one in declared]}
+    return _ref(declared) if isinstance(declared, Shape) else declared.json_schema()
+
+
+def _shapes_of(declared: Shape | Field | tuple[Shape | Field, ...] | None) -> list[Shape]:
+    """The shapes ``declared`` names (a field's items too), for the components."""
+    if declared is None:
+        return []
+    if isinstance(declared, tuple):
+        return [shape for one in declared for shape in _shapes_of(one)]
+    if isinstance(declared, Shape):
+        return [declared]
+    nested = [s for s in (declared.shape, declared.items) if isinstance(s, Shape)]
+    return nested + (_shapes_of(declared.items) if isinstance(declared.items, Field) else [])
+
+
 def _responses(route: Route) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for status, shape in sorted(route.responses.items()):
@@ -35,10 +54,8 @@ def _responses(route: Route) -> dict[str, Any]:
         entry: dict[str, Any] = {"description": f"{status}"}
         if shape is None and status >= 400:
             shape = PROBLEM
-        if isinstance(shape, tuple):
-            entry["content"] = {media: {"schema": {"anyOf": [_ref(s) for s in shape]}}}
-        elif shape is not None:
-            entry["content"] = {media: {"schema": _ref(shape)}}
+        if shape is not None:
+            entry["content"] = {media: {"schema": _schema(shape)}}
         if route.mutating and (status < 300 or status == 409):
             required = not (route.sometimes_read_only and status == 200)
             entry["headers"] = {
@@ -85,7 +102,7 @@ def _operation(route: Route) -> dict[str, Any]:
     if route.request is not None:
         op["requestBody"] = {
             "required": not route.body_optional,
-            "content": {"application/json": {"schema": _ref(route.request)}},
+            "content": {"application/json": {"schema": _schema(route.request)}},
         }
     op["security"] = [{"apiKey": []}] if route.auth else []
     return op
@@ -96,13 +113,9 @@ def build_openapi(routes: Sequence[Route]) -> dict[str, Any]:
     shapes: list[Shape] = [PROBLEM]
     for route in routes:
         paths.setdefault(route.path, {})[route.method.lower()] = _operation(route)
-        if route.request is not None:
-            shapes.append(route.request)
+        shapes.extend(_shapes_of(route.request))
         for declared in route.responses.values():
-            if isinstance(declared, tuple):
-                shapes.extend(declared)
-            elif declared is not None:
-                shapes.append(declared)
+            shapes.extend(_shapes_of(declared))
     return {
         "openapi": "3.1.0",
         "info": {"title": "slotward", "version": __version__},

@@ -37,6 +37,7 @@ __all__ = [
     "early_http_problem",
     "internal_error",
     "parser_refusal",
+    "problem_document",
     "problem_middleware",
     "problem_response",
     "too_many_connections",
@@ -48,6 +49,16 @@ log = logging.getLogger("slotward.api")
 PROBLEM_TYPE = "application/problem+json"
 # "Client closed request", as proxies count it: the client hung up mid-request.
 CLIENT_CLOSED = 499
+
+
+def problem_document(error: SlotwardError) -> dict[str, Any]:
+    """``error`` as the problem+json document its answer would carry, as a dict
+    (a batch of tool calls answers each call's problem inside one body)."""
+    doc: dict[str, Any] = json.loads(
+        _problem_body(status_of(error), error.title, error.code, error.detail,
+                      retryable=error.retryable, extra=error.extra)
+    )  # fmt: skip
+    return doc
 
 
 def _problem_body(

@@ -33,9 +33,13 @@ class Route:
     handler: Handler
     operation_id: str
     summary: str
-    request: Shape | None = None
-    # A tuple means "one of these shapes" (a tool call answers as its tool does).
-    responses: dict[int, Shape | tuple[Shape, ...] | None] = field(default_factory=dict)
+    # A tuple means "one of these shapes" (a tool call takes several envelopes
+    # and answers as its tool does); a Field, a document that is not an object
+    # (an array of messages).
+    request: Shape | tuple[Shape, ...] | None = None
+    responses: dict[int, Shape | Field | tuple[Shape | Field, ...] | None] = field(
+        default_factory=dict
+    )
     params: tuple[Param, ...] = ()
     auth: bool = True
     mutating: bool = False

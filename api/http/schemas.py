@@ -3,9 +3,10 @@ OpenAPI document is generated from them."""
 
 from __future__ import annotations
 
+from slotward.api.envelope_shapes import GENERIC, SHAPES
 from slotward.engine.codes import CODES
 from slotward.engine.rules.shapes import Field, Shape
-from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, NAMES, RELEASE_HOLD, Tool
+from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, RELEASE_HOLD, Tool
 
 __all__ = [
     "ATTENDEE",
@@ -28,6 +29,7 @@ __all__ = [
     "PROBLEM",
     "RELEASE",
     "TOOL_CALL",
+    "TOOL_ENVELOPES",
     "WORKFLOW",
 ]
 
@@ -55,16 +57,9 @@ HOLD_CREATE = Shape(
 )
 COMMIT = _body_of(COMMIT_HOLD, "HoldCommit")
 RELEASE = _body_of(RELEASE_HOLD, "HoldRelease")
-TOOL_CALL = Shape(
-    "ToolCall",
-    (
-        Field("workflow_id", "string", min_length=1, max_length=255),
-        _STEP,
-        Field("tool", "string", required=True, enum=NAMES),
-        Field("arguments", "object", required=True),
-    ),
-    description="A tool call as an LLM emits it; arguments are the endpoint's body fields",
-)
+# POST /v1/tool-calls takes any of the envelopes of api/envelope_shapes.py.
+TOOL_CALL = GENERIC
+TOOL_ENVELOPES = SHAPES
 
 # On an answer that decided on attendees' calendars (DESIGN section 6): when the
 # oldest calendar read it used began, and whether a calendar could not be read

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from slotward.api.http import calendar_schemas as c
 from slotward.api.http import schemas as s
+from slotward.api.http import tool_schemas as t
 from slotward.api.http import webhook_schemas as w
 from slotward.api.http.calendar_handlers import delete_calendar, put_calendar, read_calendar
 from slotward.api.http.execution_handlers import (
@@ -17,7 +18,6 @@ from slotward.api.http.hold_handlers import (
     list_holds_handler,
     read_hold,
     release_hold,
-    tool_call,
 )
 from slotward.api.http.other_handlers import (
     audit_handler,
@@ -29,6 +29,7 @@ from slotward.api.http.other_handlers import (
 )
 from slotward.api.http.routes import Param, Route
 from slotward.api.http.telemetry import metrics_handler
+from slotward.api.http.tool_handlers import tool_call, tools_handler
 from slotward.api.http.webhook_handlers import (
     create_webhook,
     delete_webhook,
@@ -41,6 +42,8 @@ from slotward.api.http.webhook_handlers import (
     rotate_webhook,
 )
 from slotward.api.http.workflow_handlers import workflow_handler
+from slotward.api.tool_formats import DEFAULT_FORMAT, FORMATS
+from slotward.api.tool_results import REPLIES
 from slotward.engine.rules.shapes import Field
 from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS, TOOLS
 
@@ -67,6 +70,16 @@ _AVAILABILITY = tuple(
     )
     for f in FIND_FREE_SLOTS.fields
 )
+
+_REPLY = Param(
+    "reply", schema=Field("reply", "string", enum=REPLIES),
+    description="Answer with the tool-result message(s) to hand back to the model; "
+    "each call then needs its id",
+)  # fmt: skip
+_FORMAT = Param(
+    "format", schema=Field("format", "string", enum=FORMATS),
+    description=f"The model API's format (default {DEFAULT_FORMAT})",
+)  # fmt: skip
 
 ROUTES: tuple[Route, ...] = (
     Route(
@@ -103,10 +116,20 @@ ROUTES: tuple[Route, ...] = (
         params=_AVAILABILITY,
     ),
     Route(
-        "POST", "/v1/tool-calls", tool_call, "toolCall", "Call a tool in an LLM's envelope",
-        request=s.TOOL_CALL,
-        responses={200: (s.HOLD, s.AVAILABILITY), 201: s.HOLD, **_WRITE}, mutating=True,
+        "POST", "/v1/tool-calls", tool_call, "toolCall",
+        "Call a tool in the envelope the model emitted (slotward's, an OpenAI tool call, an "
+        "Anthropic tool_use block), or run an assistant message's calls in order",
+        request=s.TOOL_ENVELOPES,
+        responses={
+            200: (s.HOLD, s.AVAILABILITY, t.TOOL_BATCH, *t.TOOL_REPLIES), 201: s.HOLD, **_WRITE,
+        },
+        params=(_REPLY,), mutating=True,
         sometimes_read_only=any(tool.read_only for tool in TOOLS), tag="tools",
+    ),
+    Route(
+        "GET", "/v1/tools", tools_handler, "listTools",
+        "The tools' schemas, ready to register with a model",
+        responses={200: t.TOOL_LIST, 422: None, 401: None}, params=(_FORMAT,), tag="tools",
     ),
     Route(
         "POST", "/v1/executions", acquire_execution, "acquireExecution",

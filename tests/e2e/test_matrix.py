@@ -25,6 +25,7 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/holds/{hold_id}/release"): WRITERS,
     ("GET", "/v1/availability"): ALL,
     ("POST", "/v1/tool-calls"): WRITERS,  # with a tool that writes (find_free_slots: ALL)
+    ("GET", "/v1/tools"): ALL,
     ("POST", "/v1/executions"): WRITERS,
     ("POST", "/v1/executions/{key}/complete"): WRITERS,
     ("GET", "/v1/executions/{key}"): ALL,
@@ -195,6 +196,7 @@ def _aimed_at(owner: dict[str, str]) -> dict[str, list[str]]:
         "timezone": ["UTC"],
         "state": ["pending", "delivered", "dead"],
         "duration_minutes": ["30"],
+        "format": ["openai", "anthropic", "mcp"],  # the tools: the same for every tenant
         "checkpoint": ["swcp1.e30.AAAA"],  # tests/e2e/test_audit_tamper.py aims real ones
     }
 

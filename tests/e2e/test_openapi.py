@@ -9,6 +9,7 @@ know, so a schema it cannot check fails loudly instead of passing silently.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from collections.abc import Iterator
@@ -18,6 +19,7 @@ import pytest
 
 from slotward.api.http.routes import Route
 from slotward.api.http.table import ROUTES
+from slotward.engine.tools import CREATE_HOLD
 from tests.e2e.conftest import Answer, Server
 
 # -- a small JSON Schema validator -------------------------------------------------------
@@ -244,7 +246,9 @@ async def test_every_route_is_documented(spec: dict[str, Any], route: Route) -> 
         assert param["required"] is True
     if route.request is not None:
         body = op["requestBody"]["content"]["application/json"]["schema"]
-        assert body == {"$ref": f"#/components/schemas/{route.request.name}"}
+        shapes = route.request if isinstance(route.request, tuple) else (route.request,)
+        refs = [{"$ref": f"#/components/schemas/{shape.name}"} for shape in shapes]
+        assert body == (refs[0] if len(refs) == 1 else {"anyOf": refs})
     if route.mutating:
         assert (("Idempotency-Key", "header") in declared) == route.client_key
         for status, response in op["responses"].items():
@@ -478,3 +482,57 @@ async def test_error_responses_conform_to_the_problem_schema(
     gone = await alice.release("hold_nope")
     assert gone.status == 404
     conform(spec, "POST", "/v1/holds/{hold_id}/release", gone)
+
+
+def _envelope_errors(spec: dict[str, Any], body: object) -> list[str]:
+    op = spec["paths"]["/v1/tool-calls"]["post"]
+    schema = op["requestBody"]["content"]["application/json"]["schema"]
+    return errors(spec, schema, body)
+
+
+async def test_the_agents_envelopes_and_answers_conform_to_the_document(
+    server: Server, spec: dict[str, Any]
+) -> None:
+    agent = await server.key()
+    args = {"attendees": ["alex@example.com"], "start": "2030-10-14T14:00:00Z",
+            "duration_minutes": 30}  # fmt: skip
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": CREATE_HOLD.name, "arguments": json.dumps(args)}}  # fmt: skip
+    use = {"type": "tool_use", "id": "toolu_1", "name": CREATE_HOLD.name, "input": args}
+    item = {
+        "type": "function_call",
+        "id": "fc_1",
+        "call_id": "call_2",
+        "name": CREATE_HOLD.name,
+        "arguments": json.dumps(args),
+        "status": "completed",
+    }
+    bodies = [
+        {"workflow_id": "wf-1", **call},
+        {"workflow_id": "wf-1", "step": None, **use},
+        {"workflow_id": "wf-1", "role": "assistant", "content": None, "tool_calls": [call]},
+        {"workflow_id": "wf-1", "role": "assistant",
+         "content": [{"type": "text", "text": "booking"}, use]},
+        {"workflow_id": "wf-1", **item},
+        {"workflow_id": "wf-1", "output": [{"type": "reasoning", "summary": []}, item]},
+    ]  # fmt: skip
+    for body in bodies:
+        assert _envelope_errors(spec, body) == [], body
+    assert _envelope_errors(spec, {**call, "extra": 1}) != []
+    assert _envelope_errors(spec, {"type": "function", "function": {"name": "x"}}) != []
+    single = await agent.post("/v1/tool-calls", bodies[0])
+    assert single.status == 201
+    conform(spec, "POST", "/v1/tool-calls", single)
+    for query, body in (("", bodies[2]), ("?reply=openai", bodies[0]),
+                        ("?reply=openai", bodies[2]), ("?reply=anthropic", bodies[3]),
+                        ("?reply=openai", bodies[4]), ("?reply=openai", bodies[5])):  # fmt: skip
+        answer = await agent.post("/v1/tool-calls" + query, body)
+        assert answer.status == 200, answer.body[:300]
+        conform(spec, "POST", "/v1/tool-calls", answer)
+    for fmt in ("", "?format=openai", "?format=anthropic", "?format=mcp"):
+        listed = await agent.get("/v1/tools" + fmt)
+        assert listed.status == 200
+        conform(spec, "GET", "/v1/tools", listed)
+    bad = await agent.get("/v1/tools?format=gemini")
+    assert bad.status == 422
+    conform(spec, "GET", "/v1/tools", bad)

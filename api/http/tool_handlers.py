@@ -1,0 +1,131 @@
+"""Handlers of the agents' routes: ``POST /v1/tool-calls`` and ``GET /v1/tools``.
+
+A tool call is translated to the generic envelope (api/envelopes.py), run by
+the service (``service.call_tool``), and answered as the tool's own endpoint
+answers, or, for a batch or with ``?reply=``, as the documents of
+api/tool_results.py (docs/agents.md).
+"""
+
+from __future__ import annotations
+
+import orjson
+from aiohttp import web
+
+from slotward.api import service
+from slotward.api.bootstrap import Services
+from slotward.api.envelopes import Call, Envelope, relocated, translate
+from slotward.api.http.auth import authenticate
+from slotward.api.http.context import SERVICES
+from slotward.api.http.jsonbody import decode_json, read_json
+from slotward.api.http.problems import problem_document
+from slotward.api.http.responses import REPLY, client_key, json_response, reply_response
+from slotward.api.http.statuses import status_of
+from slotward.api.tool_formats import check_format, tool_schemas
+from slotward.api.tool_results import Outcome, batch_document, check_reply, reply_for
+from slotward.engine.errors import SlotwardError, ValidationFailed
+from slotward.engine.model import Principal, Reply
+from slotward.engine.rules.fingerprint import check_client_key
+from slotward.engine.tools import TOOLS
+
+__all__ = ["tool_call", "tools_handler"]
+
+
+async def tools_handler(request: web.Request) -> web.Response:
+    """The tools this key may call, in the format asked for: a key that may not
+    write (a reviewer's) is shown the read-only ones, so its model is not
+    offered a tool that would answer 403."""
+    svc = request.app[SERVICES]
+    principal = await authenticate(request, svc.keys)
+    writes = principal.role in service.WRITERS
+    tools = [tool for tool in TOOLS if writes or tool.read_only]
+    return json_response(tool_schemas(check_format(request.query.get("format")), tools))
+
+
+async def tool_call(request: web.Request) -> web.Response:
+    """A tool call, or an assistant message's calls, in the envelope the model emitted."""
+    svc = request.app[SERVICES]
+    principal = await authenticate(request, svc.keys)
+    reply = check_reply(request.query.get("reply"))
+    body = await read_json(request)
+    envelope = translate(body, decode=decode_json, ignore=svc.policy.thought_fields)
+    key = client_key(request)
+    _check(envelope, key, needs_ids=reply is not None)
+    for _ in envelope.calls[1:]:  # each call of a batch counts against the agent's rate
+        svc.keys.limiter.admit(principal)
+    if not envelope.batch and reply is None:
+        return await _single(svc, principal, envelope.calls[0], key)
+    # One after another, in the message's order: a later call sees what an earlier one held.
+    outcomes = [await _outcome(svc, principal, call, key) for call in envelope.calls]
+    if reply is None:
+        return json_response(batch_document(outcomes))
+    responses = envelope.dialect == "openai-responses"
+    response = json_response(reply_for(reply, outcomes, batch=envelope.batch, responses=responses))
+    if not envelope.batch:
+        _describe(response, outcomes[0])
+    return response
+
+
+def _check(envelope: Envelope, key: str | None, *, needs_ids: bool) -> None:
+    """The frame's rules beyond its shape: refused whole, before any call runs."""
+    if key is not None:
+        # Checked here too, not only by the write: a call refused before it runs
+        # (a made-up tool) must not let a broken header pass as a 200 reply.
+        check_client_key(key)
+    if envelope.batch and key is not None:
+        raise ValidationFailed(
+            "an Idempotency-Key names one call; a batch's calls each get their own derived key",
+            code="invalid_field",
+            extra={"field": "Idempotency-Key"},
+        )
+    for call in envelope.calls if needs_ids else ():
+        if call.call_id is None:
+            raise ValidationFailed(
+                f"a reply references each call by its id: '{call.id_at}' is required with ?reply",
+                code="missing_field",
+                extra={"field": call.id_at},
+            )
+
+
+async def _single(svc: Services, principal: Principal, call: Call, key: str | None) -> web.Response:
+    """One call answered as its tool's endpoint answers (errors as problem+json)."""
+    if call.envelope is None:
+        assert call.refused is not None
+        raise call.refused
+    try:
+        answer = await service.call_tool(svc, principal, call.envelope, key)
+    except ValidationFailed as error:
+        raise relocated(error, call) from None
+    return reply_response(answer) if isinstance(answer, Reply) else json_response(answer)
+
+
+async def _outcome(svc: Services, principal: Principal, call: Call, key: str | None) -> Outcome:
+    """One call of a batch or a reply: its answer or its problem, never raised."""
+    tool = call.envelope["tool"] if call.envelope is not None else call.name
+    try:
+        if call.envelope is None:
+            assert call.refused is not None
+            raise call.refused
+        answer = await service.call_tool(svc, principal, call.envelope, key)
+    except SlotwardError as error:
+        failed = relocated(error, call) if isinstance(error, ValidationFailed) else error
+        known = failed.idempotency_key
+        return Outcome(call.call_id, tool, status_of(failed), known,
+                       None if known is None else False, problem_document(failed),
+                       retry_after=failed.retry_after)  # fmt: skip
+    if isinstance(answer, Reply):
+        status = 201 if answer.created else 200
+        return Outcome(call.call_id, tool, status, answer.key, answer.replayed,
+                       orjson.loads(answer.body), reply=answer)  # fmt: skip
+    return Outcome(call.call_id, tool, 200, None, None, answer)
+
+
+def _describe(response: web.Response, outcome: Outcome) -> None:
+    """A single call's reply still says, in its headers, what the call itself answered."""
+    response.headers["Slotward-Tool-Status"] = str(outcome.status)
+    if outcome.key is not None:
+        response.headers["Idempotency-Key"] = outcome.key
+        response.headers["Idempotent-Replayed"] = "true" if outcome.replayed else "false"
+    if outcome.retry_after is not None:
+        response.headers["Retry-After"] = str(outcome.retry_after)
+    if outcome.reply is not None:
+        response[REPLY] = outcome.reply

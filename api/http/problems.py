@@ -29,7 +29,7 @@ from aiohttp.http_exceptions import (
 from aiohttp.typedefs import Handler
 
 from slotward.api.http.jsonbody import ClientClosed
-from slotward.api.http.statuses import STATUSES, status_of
+from slotward.api.http.statuses import CLIENT_CLOSED, STATUSES, status_of
 from slotward.engine.errors import SlotwardError
 
 __all__ = [
@@ -47,8 +47,6 @@ __all__ = [
 log = logging.getLogger("slotward.api")
 
 PROBLEM_TYPE = "application/problem+json"
-# "Client closed request", as proxies count it: the client hung up mid-request.
-CLIENT_CLOSED = 499
 
 
 def problem_document(error: SlotwardError) -> dict[str, Any]:

@@ -28,7 +28,11 @@ from slotward.engine.errors import (
     Unavailable,
 )
 
-__all__ = ["STATUSES", "family_status", "status_of"]
+__all__ = ["CLIENT_CLOSED", "STATUSES", "family_status", "status_of"]
+
+# "Client closed request", as proxies count it: the client hung up before its
+# body was whole (api/http/jsonbody.py ClientClosed). Counted and logged, never sent.
+CLIENT_CLOSED: Final = 499
 
 # Most specific first: a subclass before its base.
 _FAMILIES: Final[tuple[tuple[type[SlotwardError], int], ...]] = (

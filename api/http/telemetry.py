@@ -17,9 +17,8 @@ from slotward.api import service
 from slotward.api.http.auth import PRINCIPAL
 from slotward.api.http.context import SERVICES
 from slotward.api.http.jsonbody import ClientClosed
-from slotward.api.http.problems import CLIENT_CLOSED
 from slotward.api.http.responses import REPLY
-from slotward.api.http.statuses import status_of
+from slotward.api.http.statuses import CLIENT_CLOSED, status_of
 from slotward.api.logs import log_fields
 from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError

@@ -79,7 +79,7 @@ class Remote:
 
 
 def _problem(error: SlotwardError) -> Answer:
-    if error.code == "invalid_answer" or not error.problem:
+    if not error.problem:  # no problem document: a non-JSON answer, 2xx or not
         return problem_answer(
             Unavailable(f"the slotward server answered {error.status} without a JSON document")
         )

@@ -11,7 +11,8 @@ from pathlib import Path
 import jsonschema  # type: ignore[import-untyped]
 import pytest
 
-from slotward.api.mcp.listing import OUTPUTS, input_schema, mcp_tool, output_schema
+from slotward.api.mcp.listing import mcp_tool
+from slotward.api.tool_formats import OUTPUTS, mcp_input_schema, output_schema, tool_schemas
 from slotward.engine.tools import FIND_FREE_SLOTS, TOOLS, Tool
 
 
@@ -21,17 +22,25 @@ def test_every_tool_has_an_output_shape() -> None:
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
 def test_the_schemas_are_valid_and_self_contained(tool: Tool) -> None:
-    for schema in (input_schema(tool), output_schema(tool)):
+    for schema in (mcp_input_schema(tool), output_schema(tool)):
         jsonschema.Draft202012Validator.check_schema(schema)
         assert "#/components/" not in json.dumps(schema)  # MCP clients resolve within it
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)
 def test_a_tool_keyed_by_its_workflow_takes_the_workflow(tool: Tool) -> None:
-    properties = input_schema(tool)["properties"]
+    properties = mcp_input_schema(tool)["properties"]
     assert ("workflow_id" in properties) is tool.needs_workflow
     assert ("step" in properties) is tool.needs_workflow
-    assert set(tool.arguments.json_schema()["properties"]) <= set(properties)
+    assert set(tool.parameters["properties"]) <= set(properties)
+
+
+def test_get_v1_tools_in_mcp_format_is_what_slotward_mcp_announces() -> None:
+    announced = [mcp_tool(tool).model_dump(by_alias=True, exclude_none=True) for tool in TOOLS]
+    listed = tool_schemas("mcp")
+    assert [(t["name"], t["inputSchema"], t["outputSchema"]) for t in announced] == [
+        (t["name"], t["inputSchema"], t["outputSchema"]) for t in listed
+    ]
 
 
 @pytest.mark.parametrize("tool", TOOLS, ids=lambda t: t.name)

@@ -86,6 +86,7 @@ class Slotward:
         self._rng = rng or random.Random()
         self._session = session
         self._owns_session = session is None
+        self._closed = False
 
     def __repr__(self) -> str:
         return f"Slotward(url={self.url!r})"
@@ -99,7 +100,11 @@ class Slotward:
         await self.close()
 
     async def close(self) -> None:
-        """Close the client's own session (a session passed in is left open)."""
+        """Close the client's own session (a session passed in is left open).
+
+        A call after it raises ``RuntimeError``: it would open a session nobody closes.
+        """
+        self._closed = True
         if self._owns_session and self._session is not None:
             await self._session.close()
             self._session = None
@@ -249,17 +254,20 @@ class Slotward:
         policy = self._policy
         for retry in range(policy.retries + 1):
             last = retry == policy.retries
+            failure: str | None = None
             try:
                 status, headers, raw = await self._send(method, path, data, query)
             except (aiohttp.ClientError, TimeoutError) as exc:
                 reason = "timeout" if isinstance(exc, TimeoutError) else "connection_error"
-                if last:
-                    detail = (
-                        f"{method} {path}: no answer after {retry + 1} attempts "
-                        f"({reason}: {type(exc).__name__})"
-                    )
-                    raise Unreachable(0, reason, detail, retryable=True) from exc
+                failure = f"{reason}: {type(exc).__name__}"
                 status, wait_for = 0, None
+            if failure is not None:
+                if last:
+                    # Raised outside the except block: neither chained nor as its
+                    # context, for aiohttp's errors carry the request, Authorization
+                    # header and all, in their repr.
+                    detail = f"{method} {path}: no answer after {retry + 1} attempts ({failure})"
+                    raise Unreachable(0, reason, detail, retryable=True)
             else:
                 if 200 <= status < 300:
                     return status, headers, document(method, path, status, raw)
@@ -284,6 +292,8 @@ class Slotward:
     async def _send(
         self, method: str, path: str, data: bytes | None, query: list[tuple[str, str]] | None
     ) -> tuple[int, Mapping[str, str], bytes]:
+        if self._closed:
+            raise RuntimeError("this Slotward is closed")
         if self._session is None:
             self._session = aiohttp.ClientSession()
         headers = {"Authorization": self._auth, "Accept": "application/json"}

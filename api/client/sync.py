@@ -9,18 +9,45 @@ results are the async client's.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import threading
+import weakref
 from collections.abc import Coroutine
-from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, TypeVar
 
-from slotward.api.client.results import Availability, Hold
+from slotward.api.client.results import Availability, Hold, ToolAnswer
 from slotward.api.client.session import Slotward
 
 __all__ = ["SyncSlotward"]
 
 T = TypeVar("T")
+
+
+async def _close_and_stop(client: Slotward) -> None:
+    try:
+        # The calls just cancelled end first (their cancellation was scheduled
+        # before this coroutine), so none is destroyed pending.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        if others:
+            await asyncio.wait(others, timeout=5)
+        await client.close()
+    finally:
+        asyncio.get_running_loop().stop()
+
+
+def _serve(loop: asyncio.AbstractEventLoop) -> None:
+    """The loop's thread: it runs until stopped, then closes the loop it ran."""
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+def _abandon(loop: asyncio.AbstractEventLoop, client: Slotward) -> None:
+    """A client dropped without close(): its session closed, its loop stopped."""
+    if not loop.is_closed() and loop.is_running():
+        asyncio.run_coroutine_threadsafe(_close_and_stop(client), loop)
 
 
 class SyncSlotward:
@@ -29,6 +56,10 @@ class SyncSlotward:
     Takes the arguments of :class:`Slotward` (but ``session``: a session
     belongs to one event loop, and this one is private). Calls may come from
     any thread; they run one loop, so they may overlap like async calls do.
+    :meth:`close` cancels the calls still in flight (each raises
+    ``RuntimeError``: closed before its answer came, so it may or may not have
+    landed; sent again by a new client, it lands once). One dropped without
+    ``close()`` is closed when it is collected.
     """
 
     def __init__(self, url: str, key: str, **options: Any) -> None:
@@ -37,7 +68,14 @@ class SyncSlotward:
         self._client = Slotward(url, key, **options)  # validates before a loop exists
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
-        self._starting = threading.Lock()  # two first calls from two threads start one loop
+        # Guards the thread's start, the pending calls and the closing: two
+        # first calls from two threads start one loop; a call never starts on
+        # a loop being closed.
+        self._lock = threading.Lock()
+        self._pending: set[concurrent.futures.Future[Any]] = set()
+        self._closing = False
+        self._closed = threading.Event()
+        self._finalizer = weakref.finalize(self, _abandon, self._loop, self._client)
 
     def __repr__(self) -> str:
         return f"SyncSlotward(url={self._client.url!r})"
@@ -51,29 +89,52 @@ class SyncSlotward:
         self.close()
 
     def close(self) -> None:
-        """Close the session, stop the loop and its thread (calling it again does nothing)."""
-        if self._loop.is_closed():
-            return
-        if self._thread is not None:
-            self._submit(self._client.close()).result()
-            self._loop.call_soon_threadsafe(self._loop.stop)
-            self._thread.join()
-        self._loop.close()
+        """Cancel the calls in flight, close the session, stop the loop and its thread.
 
-    def _submit(self, coro: Coroutine[Any, Any, T]) -> Future[T]:
-        return asyncio.run_coroutine_threadsafe(coro, self._loop)
+        Calling it again, from any thread, waits for the first close to end and
+        does nothing more.
+        """
+        with self._lock:
+            first = not self._closing
+            self._closing = True
+            pending, thread = list(self._pending), self._thread
+        if not first:
+            self._closed.wait()
+            return
+        try:
+            self._finalizer.detach()
+            for future in pending:
+                future.cancel()
+            if thread is not None:
+                asyncio.run_coroutine_threadsafe(_close_and_stop(self._client), self._loop)
+                thread.join()  # the thread closes the loop it ran
+            else:
+                self._loop.close()
+        finally:
+            self._closed.set()
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
-        if self._loop.is_closed():
-            coro.close()
-            raise RuntimeError("this SyncSlotward is closed")
-        with self._starting:
+        with self._lock:
+            if self._closing:
+                coro.close()
+                raise RuntimeError("this SyncSlotward is closed")
             if self._thread is None:
                 self._thread = threading.Thread(
-                    target=self._loop.run_forever, name="slotward-client", daemon=True
+                    target=_serve, args=(self._loop,), name="slotward-client", daemon=True
                 )
                 self._thread.start()
-        return self._submit(coro).result()
+            future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+            self._pending.add(future)
+        try:
+            return future.result()
+        except concurrent.futures.CancelledError:
+            raise RuntimeError(
+                "this SyncSlotward was closed before the call's answer came: it may or may "
+                "not have landed (sent again, it lands once)"
+            ) from None
+        finally:
+            with self._lock:
+                self._pending.discard(future)
 
     def create_hold(
         self,
@@ -140,4 +201,17 @@ class SyncSlotward:
         """See :meth:`Slotward.call_tool`."""
         return self._run(
             self._client.call_tool(tool, arguments, workflow_id=workflow_id, step=step)
+        )
+
+    def tool_answer(
+        self,
+        tool: str,
+        arguments: dict[str, Any],
+        *,
+        workflow_id: str | None = None,
+        step: int | None = None,
+    ) -> ToolAnswer:
+        """See :meth:`Slotward.tool_answer`."""
+        return self._run(
+            self._client.tool_answer(tool, arguments, workflow_id=workflow_id, step=step)
         )

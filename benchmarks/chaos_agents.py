@@ -20,7 +20,13 @@ What counts as what:
 - 409 ``hold_preempted`` or ``hold_expired`` on the commit: the hold is gone;
   the slot is claimed again as a new step (bounded by the same count);
 - any other answer (a 422, a ``token_mismatch``, a 500) is unexpected: the
-  intent ends ``unexpected`` and the run fails.
+  intent ends ``unexpected`` and the run fails. So is a drifted create that is
+  not a replay (``Idempotent-Replayed: true``) of the intent's live hold (unless
+  the commit then finds that hold preempted or expired: nothing live to
+  replay), twins of a duplicate that do not both hold the same hold (or both
+  meet the same refusal), and a wrong answer a lost-answer fault throws away
+  (a 5xx is counted as a server error, a 4xx other than a refusal ends the
+  intent ``unexpected``).
 
 Every call that may have reached the server is recorded for the history
 checker (``slotward.testing``), labelled with its intent; a connection refused
@@ -58,6 +64,7 @@ ALTERNATIVES = 2  # further claims per intent after a refusal
 _HEADERS = ("Idempotency-Key", "Idempotent-Replayed")
 _TRY_AGAIN = frozenset({429, 503})
 _GONE = frozenset({"hold_preempted", "hold_expired"})
+_REFUSALS = {"create": frozenset({"slot_conflict"}), "commit": _GONE}
 _TIMEOUT = aiohttp.ClientTimeout(total=60)
 
 
@@ -74,6 +81,7 @@ class Track:
     injected: list[str] = field(default_factory=list)
     started: float = 0.0
     ms: float | None = None  # time to outcome
+    surprise: str | None = None  # a wrong answer, even one a fault threw away: unexpected
 
     @property
     def settled(self) -> bool:
@@ -84,6 +92,7 @@ class Track:
 class _Answer:
     status: int
     raw: bytes
+    replayed: bool = False  # Idempotent-Replayed: true
 
     def doc(self) -> dict[str, Any]:
         try:
@@ -96,6 +105,10 @@ class _Answer:
     def code(self) -> str | None:
         code = self.doc().get("code")
         return code if isinstance(code, str) else None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 201)
 
 
 class Agent:
@@ -133,6 +146,8 @@ class Agent:
                                         faults.duplicate and first)  # fmt: skip
             if answer is None:
                 return _end(track, "unresolved", "no answer to the create")
+            if track.surprise:
+                return _end(track, "unexpected", track.surprise)
             doc = answer.doc()
             if answer.status == 409 and answer.code == "slot_conflict":
                 alternatives = doc.get("alternatives") or []
@@ -144,14 +159,19 @@ class Agent:
                     )
                     continue
                 return _end(track, "refused", "slot_conflict")
-            if answer.status not in (200, 201):
+            if not answer.ok:
                 return _end(track, "unexpected", f"create answered {answer.status} {answer.code}")
+            hold, sent = str(doc.get("id")), {"token": doc.get("token")}
+            suspect = None  # a drifted create that did not replay the live hold
             if faults.drift and "drift" not in track.injected:  # on the first hold it got
                 track.injected.append("drift")
                 again = await self._create(session, track, start, drifted(step), "none", False)
-                if again is not None and again.status in (200, 201):
-                    doc = again.doc()  # the live hold of the intent, whatever the step said
-            hold, sent = str(doc.get("id")), {"token": doc.get("token")}
+                if again is None:
+                    return _end(track, "unresolved", "no answer to the drifted create")
+                if not (again.ok and again.replayed and again.doc().get("id") == hold):
+                    suspect = (f"the drifted create answered {again.status} {again.code} "
+                               f"replayed={again.replayed} about {again.doc().get('id')}, "
+                               f"not a replay of the live {hold}")  # fmt: skip
             track.hold_id = hold
             commit = await self._send(session, track, _fixed(sent),
                                       f"/v1/holds/{hold}/commit", "commit", hold,
@@ -159,12 +179,15 @@ class Agent:
             if commit is None:
                 return _end(track, "unresolved", "no answer to the commit")
             if commit.status == 409 and commit.code in _GONE:
+                # gone, so possibly before the drift came: no live hold it could replay
                 if left:
                     step, left = step + 1, left - 1
                     continue
                 return _end(track, "refused", str(commit.code))
             if commit.status != 200:
                 return _end(track, "unexpected", f"commit answered {commit.status} {commit.code}")
+            if suspect is not None:  # the hold was live until its commit: it should have replayed
+                return _end(track, "unexpected", suspect)
             break
         if not faults.release:
             return _end(track, "landed", None)
@@ -198,8 +221,19 @@ class Agent:
             self._send(session, track, body, "", "create", None, lose, label),
             self._send(session, track, body, "", "create", None, "none", label),
         )
-        answered = [a for a in both if a is not None]
-        return next((a for a in answered if a.status in (200, 201)), next(iter(answered), None))
+        first, second = both
+        if first is None or second is None:
+            return None
+        if first.ok or second.ok:  # one holds: both must, and the same hold
+            if not (first.ok and second.ok and first.doc().get("id") == second.doc().get("id")):
+                track.surprise = (f"duplicate creates answered {first.status} {first.code} "
+                                  f"about {first.doc().get('id')} and {second.status} "
+                                  f"{second.code} about {second.doc().get('id')}")  # fmt: skip
+            return first if first.ok else second
+        if (first.status, first.code) != (second.status, second.code):
+            track.surprise = (f"duplicate creates answered {first.status} {first.code} and "
+                              f"{second.status} {second.code}")  # fmt: skip
+        return first
 
     async def _send(
         self, session: aiohttp.ClientSession, track: Track,
@@ -219,15 +253,19 @@ class Agent:
             track.attempts += 1
             if cut and answer is None:
                 track.injected.append("cut")  # (an answer quicker than the cut is kept)
+            if answer is not None and answer.status >= 500 and answer.status != 503:
+                self.server_errors += 1
             if answer is not None and lose == "discard" and attempt == 0:
                 track.injected.append(f"lost-{op}")
+                if not _expected(op, answer):  # judged before the fault throws it away
+                    track.surprise = track.surprise or (
+                        f"the lost first {op} answered {answer.status} {answer.code}"
+                    )
                 answer = None  # the server acted; its answer never reached the agent
             attempt += 1
             wait = _wait_for(answer)
             if wait is None and answer is not None:
                 return answer
-            if answer is not None and answer.status >= 500 and answer.status != 503:
-                self.server_errors += 1
             track.retries += 1
             await asyncio.sleep(wait if wait is not None else pause)
             pause = min(pause * 2, 1.0)
@@ -257,7 +295,8 @@ class Agent:
             headers=answered, target=target, invoked_at=invoked,
             completed_at=None if status is None else time.time(), intent=label,
         ))  # fmt: skip
-        return None if status is None else _Answer(status, raw)
+        replayed = answered.get("Idempotent-Replayed") == "true"
+        return None if status is None else _Answer(status, raw, replayed)
 
 
 def _fixed(body: dict[str, Any]) -> Callable[[int], tuple[str, dict[str, Any]]]:
@@ -275,5 +314,12 @@ def _wait_for(answer: _Answer | None) -> float | None:
     return None
 
 
+def _expected(op: str, answer: _Answer) -> bool:
+    """An answer the agent would act on (a hold, a refusal) or try again after."""
+    return answer.ok or _wait_for(answer) is not None or answer.code in _REFUSALS.get(op, ())
+
+
 def _end(track: Track, outcome: str, reason: str | None) -> None:
+    if track.surprise is not None and outcome != "unexpected":  # a wrong answer met on the way
+        outcome, reason = "unexpected", track.surprise
     track.outcome, track.reason = outcome, reason

@@ -32,7 +32,8 @@ __all__ = ["KEYS", "print_summary", "store_faults", "summarize", "write_json"]
 # The keys of the JSON object, in the order of the printed table.
 KEYS = ("intents", "landed", "compensated", "refused", "unresolved", "duplicates",
         "double_bookings", "history_violations", "server_errors", "server_crashes",
-        "retries_per_intent", "retries_max", "p50_ms", "p99_ms", "calls", "kills", "seconds")  # fmt: skip
+        "retries_per_intent", "retries_max", "p50_ms", "p99_ms", "calls", "kills",
+        "seconds")  # fmt: skip
 
 
 def store_faults(snapshot: Snapshot, now: datetime, tenant: str) -> tuple[list[str], list[str]]:

@@ -209,8 +209,7 @@ class Agent:
         faults = intent.faults
 
         def body(attempt: int) -> tuple[str, dict[str, Any]]:
-            way = faults.first if attempt == 0 else faults.rewordings[attempt % 4]
-            return spelled(way, intent.attendees, start, intent.minutes,
+            return spelled(faults.spelling(attempt), intent.attendees, start, intent.minutes,
                            workflow=intent.workflow, step=step)  # fmt: skip
 
         label = f"create:{intent.workflow}:{step}"

@@ -161,3 +161,15 @@ async def test_a_refusal_or_a_hold_discarded_is_an_ordinary_lost_answer() -> Non
     for first in (lambda: _created(), lambda: web.json_response(CONFLICT, status=409)):
         track, agent = await _run(_first_then_hold(first), lose="discard")
         assert (track.outcome, agent.server_errors) == ("landed", 0), track.reason
+
+
+async def test_a_retried_create_is_spelled_otherwise_even_if_the_plan_drew_the_same() -> None:
+    bodies: list[dict[str, Any]] = []
+
+    async def create(body: dict[str, Any], n: int) -> web.Response:
+        bodies.append(body)
+        return _created(replayed=n > 0)
+
+    await _run(create, lose="discard", rewordings=(0, 0, 0, 0))
+    assert len(bodies) == 2
+    assert bodies[0] != bodies[1]

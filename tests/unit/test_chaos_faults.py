@@ -4,8 +4,8 @@ the same intent, by the engine's own fingerprint (engine/rules/fingerprint.py)."
 from __future__ import annotations
 
 from collections import Counter
-from itertools import pairwise
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest

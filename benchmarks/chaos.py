@@ -15,6 +15,7 @@ call. Any violation makes the exit status 1. docs/chaos.md says how to read it.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -52,10 +53,15 @@ class ChaosSettings:
     def check(self) -> None:
         if min(self.agents, self.intents, self.workers) < 1:
             raise ValueError("--agents, --intents and --workers must be positive")
-        if self.think < 0:
-            raise ValueError("--think must not be negative")
-        if self.kill_every is not None and self.kill_every <= 0:
-            raise ValueError("--kill-every must be a positive number of seconds")
+        # argparse's float takes "inf" and "nan": a pause that never ends, a kill never due
+        if not (math.isfinite(self.think) and self.think >= 0):
+            raise ValueError(f"--think must be a finite number of seconds >= 0, not {self.think}")
+        if self.kill_every is not None and not (
+            math.isfinite(self.kill_every) and self.kill_every > 0
+        ):
+            raise ValueError(
+                f"--kill-every must be a finite positive number of seconds, not {self.kill_every}"
+            )
 
 
 def chaos(settings: ChaosSettings, json_path: Path | None = None, out: IO[str] = sys.stdout) -> int:

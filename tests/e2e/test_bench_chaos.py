@@ -114,6 +114,9 @@ def test_bad_settings_are_refused_before_anything_runs() -> None:
     done = _run("bench", "chaos", "--kill-every", "-1")
     assert done.returncode == 2
     assert "--kill-every" in done.stderr
+    done = _run("bench", "chaos", "--think", "inf")
+    assert done.returncode == 2
+    assert "--think must be a finite number" in done.stderr
 
 
 def _us(at: datetime) -> int:

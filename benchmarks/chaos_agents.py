@@ -93,6 +93,7 @@ class _Answer:
     status: int
     raw: bytes
     replayed: bool = False  # Idempotent-Replayed: true
+    at: float = 0.0  # when it came (time.time(), the server's clock on this machine)
 
     def doc(self) -> dict[str, Any]:
         try:
@@ -109,6 +110,17 @@ class _Answer:
     @property
     def ok(self) -> bool:
         return self.status in (200, 201)
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409 and self.code == "slot_conflict"
+
+    def created(self) -> float:
+        """When the hold it is about was created (time.time() scale); -inf if unknown."""
+        try:
+            return datetime.fromisoformat(str(self.doc()["created_at"])).timestamp()
+        except (KeyError, ValueError):
+            return float("-inf")
 
 
 class Agent:
@@ -162,7 +174,7 @@ class Agent:
             if not answer.ok:
                 return _end(track, "unexpected", f"create answered {answer.status} {answer.code}")
             hold, sent = str(doc.get("id")), {"token": doc.get("token")}
-            suspect = None  # a drifted create that did not replay the live hold
+            suspect, rebooked = None, False  # a drifted create that did not replay the hold
             if faults.drift and "drift" not in track.injected:  # on the first hold it got
                 track.injected.append("drift")
                 again = await self._create(session, track, start, drifted(step), "none", False)
@@ -172,6 +184,9 @@ class Agent:
                     suspect = (f"the drifted create answered {again.status} {again.code} "
                                f"replayed={again.replayed} about {again.doc().get('id')}, "
                                f"not a replay of the live {hold}")  # fmt: skip
+                    if not (again.ok or again.conflict):  # excused by nothing
+                        return _end(track, "unexpected", suspect)
+                    rebooked = again.ok  # a hold of its own, if the first was gone
             track.hold_id = hold
             commit = await self._send(session, track, _fixed(sent),
                                       f"/v1/holds/{hold}/commit", "commit", hold,
@@ -179,9 +194,11 @@ class Agent:
             if commit is None:
                 return _end(track, "unresolved", "no answer to the commit")
             if commit.status == 409 and commit.code in _GONE:
-                # gone, so possibly before the drift came: no live hold it could replay
-                if left:
-                    step, left = step + 1, left - 1
+                # gone, so possibly before the drift came: no live hold it could replay;
+                # a hold the drift booked afresh is then the intent's, and the next claim
+                # gets it back (DESIGN 3) without counting as another claim
+                if left or rebooked:
+                    step, left = step + 1, left - (0 if rebooked else 1)
                     continue
                 return _end(track, "refused", str(commit.code))
             if commit.status != 200:
@@ -224,7 +241,12 @@ class Agent:
         if first is None or second is None:
             return None
         if first.ok or second.ok:  # one holds: both must, and the same hold
-            if not (first.ok and second.ok and first.doc().get("id") == second.doc().get("id")):
+            held, other = (first, second) if first.ok else (second, first)
+            # ... unless the other was refused before that hold existed: a conflict is not
+            # recorded under the key (DESIGN 4), and a rival may leave the slot in between
+            early = other.conflict and other.at < held.created()
+            same = other.ok and held.doc().get("id") == other.doc().get("id")
+            if not (same or early):
                 track.surprise = (f"duplicate creates answered {first.status} {first.code} "
                                   f"about {first.doc().get('id')} and {second.status} "
                                   f"{second.code} about {second.doc().get('id')}")  # fmt: skip
@@ -295,7 +317,7 @@ class Agent:
             completed_at=None if status is None else time.time(), intent=label,
         ))  # fmt: skip
         replayed = answered.get("Idempotent-Replayed") == "true"
-        return None if status is None else _Answer(status, raw, replayed)
+        return None if status is None else _Answer(status, raw, replayed, time.time())
 
 
 def _fixed(body: dict[str, Any]) -> Callable[[int], tuple[str, dict[str, Any]]]:

@@ -31,9 +31,12 @@ def _created(hold: dict[str, Any] = HOLD, *, replayed: bool = False) -> web.Resp
     return web.json_response(hold, status=201, headers=headers)
 
 
-async def _run(create: Create, commit_status: int = 200, **faults: Any) -> tuple[Track, Agent]:
+async def _run(
+    create: Create, commit_status: int = 200, gone: frozenset[str] = frozenset(), **faults: Any
+) -> tuple[Track, Agent]:
     """One intent of one agent against a server whose creates ``create`` answers (the body
-    and how many creates came before it); commits are 200, or ``commit_status``."""
+    and how many creates came before it); commits are 200, or ``commit_status``, or 409
+    ``hold_preempted`` for the holds ``gone``."""
     seen = {"creates": 0}
 
     async def on_create(request: web.Request) -> web.Response:
@@ -42,10 +45,10 @@ async def _run(create: Create, commit_status: int = 200, **faults: Any) -> tuple
         return await create(await request.json(), n)
 
     async def on_commit(request: web.Request) -> web.Response:
-        if commit_status != 200:
-            gone = {"code": "hold_preempted", "status": 409, "detail": "preempted"}
-            return web.json_response(gone, status=commit_status)
-        return web.json_response({**HOLD, "status": "committed"})
+        if commit_status != 200 or request.match_info["id"] in gone:
+            preempted = {"code": "hold_preempted", "status": 409, "detail": "preempted"}
+            return web.json_response(preempted, status=409)
+        return web.json_response({**HOLD, "id": request.match_info["id"], "status": "committed"})
 
     app = web.Application()
     app.router.add_post("/v1/holds", on_create)
@@ -99,6 +102,25 @@ async def test_a_drifted_create_not_replayed_is_excused_when_the_hold_was_preemp
     assert (track.outcome, track.reason) == ("refused", "hold_preempted")
 
 
+async def test_a_hold_the_drift_booked_afresh_once_the_first_was_preempted_is_the_intents() -> None:
+    """The first hold was preempted before the drift came, so the drift booked anew (a new
+    key, DESIGN 3): the next claim gets that hold back, and the intent lands on it."""
+
+    async def create(body: dict[str, Any], n: int) -> web.Response:
+        if body["step"] >= 1000:
+            return _created({**HOLD, "id": "hold_2"})
+        if body["step"] == 1:
+            return _created()
+        return _created({**HOLD, "id": "hold_2"}, replayed=True)
+
+    track, _ = await _run(create, gone=frozenset({"hold_1"}), drift=True)
+    assert (track.outcome, track.hold_id) == ("landed", "hold_2"), track.reason
+
+
+def _stamped(created: datetime) -> web.Response:
+    return _created({**HOLD, "created_at": created.isoformat()})
+
+
 async def _twins(first: web.Response, second: web.Response) -> Track:
     async def create(body: dict[str, Any], n: int) -> web.Response:
         await asyncio.sleep(0.05 if n == 0 else 0)
@@ -126,8 +148,19 @@ async def test_twins_about_two_holds_are_unexpected() -> None:
 
 
 async def test_a_twin_refused_while_the_other_holds_is_unexpected() -> None:
-    track = await _twins(_created(), web.json_response(CONFLICT, status=409))
+    earlier = datetime.now(UTC) - timedelta(seconds=5)  # the hold existed when it was refused
+    track = await _twins(_stamped(earlier), web.json_response(CONFLICT, status=409))
     assert track.outcome == "unexpected"
+    track = await _twins(_created(), web.json_response(CONFLICT, status=409))  # when? unknown
+    assert track.outcome == "unexpected"
+
+
+async def test_a_twin_refused_before_the_other_twin_made_its_hold_is_excused() -> None:
+    """A refusal is not recorded under the key (DESIGN 4): the rival may have left the slot
+    before the other twin came, and that twin's hold is the intent's."""
+    later = datetime.now(UTC) + timedelta(seconds=5)
+    track = await _twins(_stamped(later), web.json_response(CONFLICT, status=409))
+    assert track.outcome == "landed", track.reason
 
 
 async def test_twins_both_refused_are_refused() -> None:

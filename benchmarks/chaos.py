@@ -15,6 +15,7 @@ call. Any violation makes the exit status 1. docs/chaos.md says how to read it.
 from __future__ import annotations
 
 import asyncio
+import math
 import sys
 import time
 from collections.abc import Callable, Coroutine, Sequence
@@ -52,10 +53,15 @@ class ChaosSettings:
     def check(self) -> None:
         if min(self.agents, self.intents, self.workers) < 1:
             raise ValueError("--agents, --intents and --workers must be positive")
-        if self.think < 0:
-            raise ValueError("--think must not be negative")
-        if self.kill_every is not None and self.kill_every <= 0:
-            raise ValueError("--kill-every must be a positive number of seconds")
+        # argparse's float takes "inf" and "nan": a pause that never ends, a kill never due
+        if not (math.isfinite(self.think) and self.think >= 0):
+            raise ValueError(f"--think must be a finite number of seconds >= 0, not {self.think}")
+        if self.kill_every is not None and not (
+            math.isfinite(self.kill_every) and self.kill_every > 0
+        ):
+            raise ValueError(
+                f"--kill-every must be a finite positive number of seconds, not {self.kill_every}"
+            )
 
 
 def chaos(settings: ChaosSettings, json_path: Path | None = None, out: IO[str] = sys.stdout) -> int:
@@ -84,20 +90,21 @@ def run_chaos(
         agents = [Agent(p, s, server.base, at, calls, settings.seed, settings.think)
                   for p, s in zip(plans, secrets, strict=True)]  # fmt: skip
         started = time.perf_counter()
-        server.start()
-        try:
+        try:  # the first start too: one that fails or is interrupted leaves nothing running
+            server.start()
             asyncio.run(_drive(server, agents, settings.kill_every, watch))
         finally:
             server.stop()
         seconds = time.perf_counter() - started
         return judge(url, [t for a in agents for t in a.tracks], calls, settings,
                      server_errors=sum(a.server_errors for a in agents), kills=server.kills,
-                     seconds=seconds)  # fmt: skip
+                     seconds=seconds, server_crashes=server.crashes)  # fmt: skip
 
 
 def judge(
     url: str, tracks: Sequence[Track], calls: Sequence[Call], settings: ChaosSettings, *,
     server_errors: int = 0, kills: int = 0, seconds: float = 0.0,
+    server_crashes: Sequence[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
     """The report and the violations of a run that left the store at ``url``, its agents'
     ``tracks`` and ``calls``: the store read once, the history checked against it."""
@@ -106,7 +113,7 @@ def judge(
     history = [f"{v.rule}: {v.detail}" for v in check(calls, snapshot, now)]
     return summarize(
         tracks, snapshot, now, tenant=TENANT, history=history, server_errors=server_errors,
-        calls=len(calls), kills=kills, seconds=seconds,
+        calls=len(calls), kills=kills, seconds=seconds, server_crashes=server_crashes,
         settings=asdict(settings) | {"db": db_kind(settings.db)},  # never a URL's password
     )  # fmt: skip
 

@@ -20,7 +20,13 @@ What counts as what:
 - 409 ``hold_preempted`` or ``hold_expired`` on the commit: the hold is gone;
   the slot is claimed again as a new step (bounded by the same count);
 - any other answer (a 422, a ``token_mismatch``, a 500) is unexpected: the
-  intent ends ``unexpected`` and the run fails.
+  intent ends ``unexpected`` and the run fails. So is a drifted create that is
+  not a replay (``Idempotent-Replayed: true``) of the intent's live hold (unless
+  the commit then finds that hold preempted or expired: nothing live to
+  replay), twins of a duplicate that do not both hold the same hold (or both
+  meet the same refusal), and a wrong answer a lost-answer fault throws away
+  (a 5xx is counted as a server error, a 4xx other than a refusal ends the
+  intent ``unexpected``).
 
 Every call that may have reached the server is recorded for the history
 checker (``slotward.testing``), labelled with its intent; a connection refused
@@ -58,6 +64,7 @@ ALTERNATIVES = 2  # further claims per intent after a refusal
 _HEADERS = ("Idempotency-Key", "Idempotent-Replayed")
 _TRY_AGAIN = frozenset({429, 503})
 _GONE = frozenset({"hold_preempted", "hold_expired"})
+_REFUSALS = {"create": frozenset({"slot_conflict"}), "commit": _GONE}
 _TIMEOUT = aiohttp.ClientTimeout(total=60)
 
 
@@ -74,6 +81,7 @@ class Track:
     injected: list[str] = field(default_factory=list)
     started: float = 0.0
     ms: float | None = None  # time to outcome
+    surprise: str | None = None  # a wrong answer, even one a fault threw away: unexpected
 
     @property
     def settled(self) -> bool:
@@ -84,6 +92,8 @@ class Track:
 class _Answer:
     status: int
     raw: bytes
+    replayed: bool = False  # Idempotent-Replayed: true
+    at: float = 0.0  # when it came (time.time(), the server's clock on this machine)
 
     def doc(self) -> dict[str, Any]:
         try:
@@ -96,6 +106,21 @@ class _Answer:
     def code(self) -> str | None:
         code = self.doc().get("code")
         return code if isinstance(code, str) else None
+
+    @property
+    def ok(self) -> bool:
+        return self.status in (200, 201)
+
+    @property
+    def conflict(self) -> bool:
+        return self.status == 409 and self.code == "slot_conflict"
+
+    def created(self) -> float:
+        """When the hold it is about was created (time.time() scale); -inf if unknown."""
+        try:
+            return datetime.fromisoformat(str(self.doc()["created_at"])).timestamp()
+        except (KeyError, ValueError):
+            return float("-inf")
 
 
 class Agent:
@@ -133,6 +158,8 @@ class Agent:
                                         faults.duplicate and first)  # fmt: skip
             if answer is None:
                 return _end(track, "unresolved", "no answer to the create")
+            if track.surprise:
+                return _end(track, "unexpected", track.surprise)
             doc = answer.doc()
             if answer.status == 409 and answer.code == "slot_conflict":
                 alternatives = doc.get("alternatives") or []
@@ -144,14 +171,22 @@ class Agent:
                     )
                     continue
                 return _end(track, "refused", "slot_conflict")
-            if answer.status not in (200, 201):
+            if not answer.ok:
                 return _end(track, "unexpected", f"create answered {answer.status} {answer.code}")
+            hold, sent = str(doc.get("id")), {"token": doc.get("token")}
+            suspect, rebooked = None, False  # a drifted create that did not replay the hold
             if faults.drift and "drift" not in track.injected:  # on the first hold it got
                 track.injected.append("drift")
                 again = await self._create(session, track, start, drifted(step), "none", False)
-                if again is not None and again.status in (200, 201):
-                    doc = again.doc()  # the live hold of the intent, whatever the step said
-            hold, sent = str(doc.get("id")), {"token": doc.get("token")}
+                if again is None:
+                    return _end(track, "unresolved", "no answer to the drifted create")
+                if not (again.ok and again.replayed and again.doc().get("id") == hold):
+                    suspect = (f"the drifted create answered {again.status} {again.code} "
+                               f"replayed={again.replayed} about {again.doc().get('id')}, "
+                               f"not a replay of the live {hold}")  # fmt: skip
+                    if not (again.ok or again.conflict):  # excused by nothing
+                        return _end(track, "unexpected", suspect)
+                    rebooked = again.ok  # a hold of its own, if the first was gone
             track.hold_id = hold
             commit = await self._send(session, track, _fixed(sent),
                                       f"/v1/holds/{hold}/commit", "commit", hold,
@@ -159,12 +194,17 @@ class Agent:
             if commit is None:
                 return _end(track, "unresolved", "no answer to the commit")
             if commit.status == 409 and commit.code in _GONE:
-                if left:
-                    step, left = step + 1, left - 1
+                # gone, so possibly before the drift came: no live hold it could replay;
+                # a hold the drift booked afresh is then the intent's, and the next claim
+                # gets it back (DESIGN 3) without counting as another claim
+                if left or rebooked:
+                    step, left = step + 1, left - (0 if rebooked else 1)
                     continue
                 return _end(track, "refused", str(commit.code))
             if commit.status != 200:
                 return _end(track, "unexpected", f"commit answered {commit.status} {commit.code}")
+            if suspect is not None:  # the hold was live until its commit: it should have replayed
+                return _end(track, "unexpected", suspect)
             break
         if not faults.release:
             return _end(track, "landed", None)
@@ -186,8 +226,7 @@ class Agent:
         faults = intent.faults
 
         def body(attempt: int) -> tuple[str, dict[str, Any]]:
-            way = faults.first if attempt == 0 else faults.rewordings[attempt % 4]
-            return spelled(way, intent.attendees, start, intent.minutes,
+            return spelled(faults.spelling(attempt), intent.attendees, start, intent.minutes,
                            workflow=intent.workflow, step=step)  # fmt: skip
 
         label = f"create:{intent.workflow}:{step}"
@@ -198,8 +237,24 @@ class Agent:
             self._send(session, track, body, "", "create", None, lose, label),
             self._send(session, track, body, "", "create", None, "none", label),
         )
-        answered = [a for a in both if a is not None]
-        return next((a for a in answered if a.status in (200, 201)), next(iter(answered), None))
+        first, second = both
+        if first is None or second is None:
+            return None
+        if first.ok or second.ok:  # one holds: both must, and the same hold
+            held, other = (first, second) if first.ok else (second, first)
+            # ... unless the other was refused before that hold existed: a conflict is not
+            # recorded under the key (DESIGN 4), and a rival may leave the slot in between
+            early = other.conflict and other.at < held.created()
+            same = other.ok and held.doc().get("id") == other.doc().get("id")
+            if not (same or early):
+                track.surprise = (f"duplicate creates answered {first.status} {first.code} "
+                                  f"about {first.doc().get('id')} and {second.status} "
+                                  f"{second.code} about {second.doc().get('id')}")  # fmt: skip
+            return first if first.ok else second
+        if (first.status, first.code) != (second.status, second.code):
+            track.surprise = (f"duplicate creates answered {first.status} {first.code} and "
+                              f"{second.status} {second.code}")  # fmt: skip
+        return first
 
     async def _send(
         self, session: aiohttp.ClientSession, track: Track,
@@ -219,15 +274,19 @@ class Agent:
             track.attempts += 1
             if cut and answer is None:
                 track.injected.append("cut")  # (an answer quicker than the cut is kept)
+            if answer is not None and answer.status >= 500 and answer.status != 503:
+                self.server_errors += 1
             if answer is not None and lose == "discard" and attempt == 0:
                 track.injected.append(f"lost-{op}")
+                if not _expected(op, answer):  # judged before the fault throws it away
+                    track.surprise = track.surprise or (
+                        f"the lost first {op} answered {answer.status} {answer.code}"
+                    )
                 answer = None  # the server acted; its answer never reached the agent
             attempt += 1
             wait = _wait_for(answer)
             if wait is None and answer is not None:
                 return answer
-            if answer is not None and answer.status >= 500 and answer.status != 503:
-                self.server_errors += 1
             track.retries += 1
             await asyncio.sleep(wait if wait is not None else pause)
             pause = min(pause * 2, 1.0)
@@ -257,7 +316,8 @@ class Agent:
             headers=answered, target=target, invoked_at=invoked,
             completed_at=None if status is None else time.time(), intent=label,
         ))  # fmt: skip
-        return None if status is None else _Answer(status, raw)
+        replayed = answered.get("Idempotent-Replayed") == "true"
+        return None if status is None else _Answer(status, raw, replayed, time.time())
 
 
 def _fixed(body: dict[str, Any]) -> Callable[[int], tuple[str, dict[str, Any]]]:
@@ -275,5 +335,12 @@ def _wait_for(answer: _Answer | None) -> float | None:
     return None
 
 
+def _expected(op: str, answer: _Answer) -> bool:
+    """An answer the agent would act on (a hold, a refusal) or try again after."""
+    return answer.ok or _wait_for(answer) is not None or answer.code in _REFUSALS.get(op, ())
+
+
 def _end(track: Track, outcome: str, reason: str | None) -> None:
+    if track.surprise is not None and outcome != "unexpected":  # a wrong answer met on the way
+        outcome, reason = "unexpected", track.surprise
     track.outcome, track.reason = outcome, reason

@@ -11,7 +11,8 @@ meets (:class:`Faults`, each named in docs/chaos.md):
   (``discard``: read and thrown away; ``cut``: the connection dropped by the
   client a few milliseconds in, so the server may or may not have acted);
 - ``lose_commit``: the same for the commit's first answer;
-- ``rewordings``: the spelling of each retry (:func:`spelled`): another title,
+- ``rewordings``: the spelling of each retry (:func:`spelled`; never the
+  spelling of the attempt before it, :meth:`Faults.spelling`): another title,
   key order, email case and spaces, UTC offset, a local time with
   ``timezone``, ``end`` against ``duration_minutes`` or ``duration``, the
   ``/v1/tool-calls`` envelope with ``start_time``/``end_time``;
@@ -65,6 +66,15 @@ class Faults:
     duplicate: bool
     release: bool
     first: int  # the first call's spelling
+
+    def spelling(self, attempt: int) -> int:
+        """The spelling of a create's ``attempt`` (0: the first call): the planned one,
+        or the next one when the plan drew the very spelling of the attempt before."""
+        way = self.first
+        for n in range(1, attempt + 1):
+            drawn = self.rewordings[n % len(self.rewordings)]
+            way = drawn if drawn != way else (drawn + 1) % len(SPELLINGS)
+        return way
 
     def names(self) -> list[str]:
         """The faults planned, as short words (the demo's table, the report's counts)."""

@@ -7,8 +7,10 @@ attendee that overlap. :func:`summarize` adds what the agents saw (landed,
 compensated, refused by reason, retries, time to outcome), holds each agent's
 belief against the store (a commit it was acknowledged is a committed hold, a
 release a released one), and lists every violation: any of those, a history
-checker violation, a server error, an intent neither landed nor explicitly
-refused. The run exits 1 when that list is not empty.
+checker violation, a server error, a server that exited on its own or
+stopped uncleanly (a crash), a refused intent whose workflow still holds a
+live or committed hold, an intent neither landed nor explicitly refused. The
+run exits 1 when that list is not empty.
 """
 
 from __future__ import annotations
@@ -29,8 +31,9 @@ __all__ = ["KEYS", "print_summary", "store_faults", "summarize", "write_json"]
 
 # The keys of the JSON object, in the order of the printed table.
 KEYS = ("intents", "landed", "compensated", "refused", "unresolved", "duplicates",
-        "double_bookings", "history_violations", "server_errors", "retries_per_intent",
-        "retries_max", "p50_ms", "p99_ms", "calls", "kills", "seconds")  # fmt: skip
+        "double_bookings", "history_violations", "server_errors", "server_crashes",
+        "retries_per_intent", "retries_max", "p50_ms", "p99_ms", "calls", "kills",
+        "seconds")  # fmt: skip
 
 
 def store_faults(snapshot: Snapshot, now: datetime, tenant: str) -> tuple[list[str], list[str]]:
@@ -58,12 +61,20 @@ def store_faults(snapshot: Snapshot, now: datetime, tenant: str) -> tuple[list[s
     return duplicates, doubles
 
 
-def _beliefs(tracks: Sequence[Track], snapshot: Snapshot) -> list[str]:
+def _beliefs(tracks: Sequence[Track], snapshot: Snapshot, now: datetime) -> list[str]:
     """Where an agent's outcome and the store disagree."""
     status = {h.id: h.status for h in snapshot.holds}
     wanted = {"landed": HoldStatus.COMMITTED, "compensated": HoldStatus.RELEASED}
+    live: dict[str, list[str]] = defaultdict(list)  # workflow -> its live or committed holds
+    for hold in snapshot.holds:
+        if hold.blocks_at(now):
+            live[hold.workflow_id or ""].append(hold.id)
     out = []
     for t in tracks:
+        held = sorted(live.get(t.intent.workflow, ()))
+        if t.outcome == "refused" and held:  # refused, yet it holds
+            out.append(f"intent {t.intent.workflow} refused ({t.reason}), yet the store has "
+                       f"live or committed {', '.join(held)}")  # fmt: skip
         want = wanted.get(t.outcome)
         if want is not None and status.get(t.hold_id or "") != want:
             out.append(f"intent {t.intent.workflow} {t.outcome} on {t.hold_id}, "
@@ -74,17 +85,18 @@ def _beliefs(tracks: Sequence[Track], snapshot: Snapshot) -> list[str]:
 def summarize(
     tracks: Sequence[Track], snapshot: Snapshot, now: datetime, *, tenant: str,
     history: Sequence[str], server_errors: int, calls: int, kills: int, seconds: float,
-    settings: Mapping[str, Any],
+    settings: Mapping[str, Any], server_crashes: Sequence[str] = (),
 ) -> tuple[dict[str, Any], list[str]]:  # fmt: skip
     """The report (:data:`KEYS`, then ``settings``, ``faults``, ``ok``) and the violations."""
     duplicates, doubles = store_faults(snapshot, now, tenant)
     outcomes = Counter(t.outcome for t in tracks)
     refused = Counter(str(t.reason) for t in tracks if t.outcome == "refused")
     open_ = [t for t in tracks if not t.settled]
-    problems = [*duplicates, *doubles, *history, *_beliefs(tracks, snapshot)]
+    problems = [*duplicates, *doubles, *history, *_beliefs(tracks, snapshot, now)]
     problems += [f"intent {t.intent.workflow} ended {t.outcome}: {t.reason}" for t in open_]
     if server_errors:
         problems.append(f"{server_errors} answers were server errors (5xx other than 503)")
+    problems += [f"the server {crash}" for crash in server_crashes]
     times = sorted(t.ms for t in tracks if t.ms is not None)
     retries = [t.retries for t in tracks]
     report: dict[str, Any] = {
@@ -97,6 +109,7 @@ def summarize(
         "double_bookings": len(doubles),
         "history_violations": len(history),
         "server_errors": server_errors,
+        "server_crashes": len(server_crashes),
         "retries_per_intent": round(sum(retries) / len(retries), 2) if retries else 0.0,
         "retries_max": max(retries, default=0),
         "p50_ms": round(percentile(times, 0.5), 1),

@@ -220,6 +220,8 @@ class Restartable:
     The server runs in a session of its own, so a kill takes its ``--workers``
     with it at once (``killpg``): no orphan keeps the port from the next start.
     Each start logs to a file of its own in ``logs``, read for the readiness line.
+    A server that exited on its own (found dead by a kill or the stop), or that did
+    not stop cleanly (a non-zero exit on SIGTERM), is a crash: ``crashes`` says each.
     """
 
     def __init__(self, url: str, workers: int, logs: Path) -> None:
@@ -227,6 +229,7 @@ class Restartable:
         self.port = free_port()
         self.starts = 0
         self.kills = 0
+        self.crashes: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -247,8 +250,13 @@ class Restartable:
         _pids[self.base] = self._proc.pid
 
     def kill(self) -> None:
-        """SIGKILL the server and its workers, and reap it."""
-        if self._proc is None or self._proc.poll() is not None:
+        """SIGKILL the server and its workers, and reap it; a crash if it was already dead."""
+        if self._proc is None:
+            return
+        if self._proc.poll() is not None:  # it died on its own: never hidden by a restart
+            self._crashed(f"exited with {self._proc.returncode} on its own")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)  # any worker it left behind
             return
         with contextlib.suppress(ProcessLookupError):
             os.killpg(self._proc.pid, signal.SIGKILL)
@@ -256,11 +264,19 @@ class Restartable:
         self.kills += 1
 
     def stop(self) -> int | None:
-        """SIGTERM (a clean shutdown), SIGKILL what outlives the grace; the exit code."""
+        """SIGTERM (a clean shutdown), SIGKILL what outlives the grace; the exit code.
+
+        Anything but 0 is a crash: found dead, a non-zero exit, or no exit in time.
+        """
         proc, self._proc = self._proc, None
         _pids.pop(self.base, None)
-        if proc is None or proc.poll() is not None:
-            return None if proc is None else proc.returncode
+        if proc is None:
+            return None
+        if proc.poll() is not None:
+            self._crashed(f"exited with {proc.returncode} on its own")
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            return proc.returncode
         proc.terminate()
         try:
             code = proc.wait(timeout=_STOP_SECONDS)
@@ -269,7 +285,14 @@ class Restartable:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of the group
         proc.wait()
+        if code != 0:
+            said = "did not stop in time" if code is None else f"stopped with {code}"
+            self._crashed(f"{said} on SIGTERM")
         return code
+
+    def _crashed(self, what: str) -> None:
+        self.crashes.append(f"(start {self.starts}, port {self.port}) {what}; its log is in "
+                            f"{self.logs}")  # fmt: skip
 
 
 def _wait_ready(name: str, base: str, proc: subprocess.Popen[bytes], log: Path) -> None:

@@ -10,24 +10,32 @@ planted double booking is caught, as is an intent left open.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import create_engine, insert
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import tables as t
 from slotward.api.bootstrap import migrate
 from slotward.api.config import Config
-from slotward.benchmarks.chaos import ChaosSettings, judge
+from slotward.benchmarks import chaos as chaos_module
+from slotward.benchmarks import servers
+from slotward.benchmarks.chaos import ChaosSettings, judge, run_chaos
 from slotward.benchmarks.chaos_agents import Track
 from slotward.benchmarks.chaos_faults import TENANT, make_plan
 from slotward.benchmarks.chaos_report import KEYS
+from slotward.benchmarks.servers import Restartable, make_keys
+from slotward.engine.model import Principal
 from tests.pgserver import PgServer
 
 CLI = [sys.executable, "-m", "slotward.api.cli.main"]
@@ -106,6 +114,9 @@ def test_bad_settings_are_refused_before_anything_runs() -> None:
     done = _run("bench", "chaos", "--kill-every", "-1")
     assert done.returncode == 2
     assert "--kill-every" in done.stderr
+    done = _run("bench", "chaos", "--think", "inf")
+    assert done.returncode == 2
+    assert "--think must be a finite number" in done.stderr
 
 
 def _us(at: datetime) -> int:
@@ -165,3 +176,70 @@ def test_planted_duplicates_double_bookings_and_open_intents_are_violations(
     # and the history checker finds holds no call made and the audit log never saw
     assert report["history_violations"] > 0
     assert any(p.startswith("commits_with_current_token:") for p in problems)
+
+
+def _restartable(tmp_path: Path) -> Restartable:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'crash.db'}"
+    make_keys(url, [Principal(TENANT, "agent-0", "agent", 50)])
+    return Restartable(url, 1, tmp_path)
+
+
+def test_a_server_that_dies_on_its_own_is_a_crash_not_a_kill(tmp_path: Path) -> None:
+    server = _restartable(tmp_path)
+    server.start()
+    try:
+        assert server._proc is not None
+        os.kill(server._proc.pid, signal.SIGSEGV)  # it dies between two kills
+        server._proc.wait()
+        server.kill()  # what the harness does next: this one finds it dead
+        assert server.kills == 0
+        assert len(server.crashes) == 1
+        assert str(-signal.SIGSEGV) in server.crashes[0]
+        server.start()  # started again, the crash kept
+        server.kill()  # a kill of a live server is no crash
+        assert (server.kills, len(server.crashes)) == (1, 1)
+        server.start()
+    finally:
+        code = server.stop()
+    assert code == 0  # a clean shutdown on SIGTERM
+    assert len(server.crashes) == 1
+
+
+def test_a_server_found_dead_at_the_stop_is_a_crash(tmp_path: Path) -> None:
+    server = _restartable(tmp_path)
+    server.start()
+    try:
+        assert server._proc is not None
+        os.kill(server._proc.pid, signal.SIGSEGV)
+        server._proc.wait()
+    finally:
+        code = server.stop()
+    assert code == -signal.SIGSEGV
+    assert len(server.crashes) == 1
+
+
+def test_a_first_start_that_fails_leaves_no_server_running(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    started: list[subprocess.Popen[bytes]] = []
+
+    class Recorded(Restartable):
+        def start(self) -> None:
+            try:
+                super().start()
+            finally:
+                assert self._proc is not None
+                started.append(self._proc)
+
+    monkeypatch.setattr(servers, "_START_SECONDS", 0.0)  # it never gets ready in time
+    monkeypatch.setattr(chaos_module, "Restartable", Recorded)
+    try:
+        with pytest.raises(servers.ServerFailed):
+            run_chaos(ChaosSettings(agents=1, intents=1))
+        assert len(started) == 1
+        assert started[0].poll() is not None  # stopped and reaped, not left in its session
+    finally:
+        for proc in started:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from itertools import pairwise
 from typing import Any
 
 import pytest
@@ -135,3 +136,17 @@ def test_every_spelling_sends_only_fields_the_tool_declares() -> None:
             assert set(body["arguments"]) <= declared | set(ALIASES), spelling
         else:
             assert set(body) <= allowed_body, spelling
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_retry_of_a_create_is_spelled_otherwise_than_the_attempt_before(seed: int) -> None:
+    """docs/chaos.md: every retry is spelled another way, however the plan drew them."""
+    for agent in make_plan(40, 10, seed=seed):
+        for intent in agent.intents:
+            ways = [intent.faults.spelling(attempt) for attempt in range(13)]
+            assert ways[0] == intent.faults.first
+            assert all(0 <= way < len(SPELLINGS) for way in ways)
+            assert all(a != b for a, b in pairwise(ways)), (intent, ways)
+            bodies = [repr(spelled(w, intent.attendees, AT, intent.minutes,
+                                   workflow=intent.workflow, step=1)) for w in ways]  # fmt: skip
+            assert all(a != b for a, b in pairwise(bodies))

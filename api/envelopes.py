@@ -241,7 +241,7 @@ def _anthropic_call(fields: Mapping[str, Any], at: str, beside: Mapping[str, Any
     given = fields["input"]
     try:
         if not isinstance(given, dict):
-            raise _not_an_object(input_at, given)
+            raise _not_an_object(input_at, given, text=False)
         envelope = _generic(fields["name"], given, beside)
     except ValidationFailed as error:
         return _refused(error, fields.get("id"), fields["name"], at, name_at, input_at)
@@ -287,10 +287,14 @@ def _arguments(given: object, at: str, decode: Decoder) -> dict[str, Any]:
     return given
 
 
-def _not_an_object(at: str, given: object) -> ValidationFailed:
+def _not_an_object(at: str, given: object, *, text: bool = True) -> ValidationFailed:
+    """An OpenAI call's arguments may be the JSON text of an object; an
+    Anthropic block's input is an object (a string is refused, and not told
+    otherwise)."""
     kind = "a string" if isinstance(given, str) else _kind(given)
+    also = " (or the JSON text of one)" if text else ""
     return ValidationFailed(
-        f"'{at}' must be a JSON object (or the JSON text of one), got {kind}",
+        f"'{at}' must be a JSON object{also}, got {kind}",
         code="invalid_field",
         extra={"field": at},
     )

@@ -268,11 +268,16 @@ def _generic(name: str, arguments: dict[str, Any], beside: Mapping[str, Any]) ->
     return {"tool": name, "arguments": arguments, **beside}
 
 
+_JSON_WHITESPACE = " \t\n\r"
+
+
 def _arguments(given: object, at: str, decode: Decoder) -> dict[str, Any]:
     """An OpenAI call's arguments: an object, or the JSON text of one (hostile input)."""
     if isinstance(given, str):
-        if not given.strip():
-            return {}  # what OpenAI sends for a call without arguments
+        if not given.strip(_JSON_WHITESPACE):
+            # What OpenAI sends for a call without arguments. Only JSON's own
+            # whitespace: str.strip() would take NBSP or U+2028 for nothing too.
+            return {}
         # surrogatepass: a lone surrogate becomes bytes the decoder refuses as invalid UTF-8
         try:
             given = decode(given.encode("utf-8", "surrogatepass"))

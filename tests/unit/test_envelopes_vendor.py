@@ -50,6 +50,7 @@ def test_the_calls_own_members_stay_checked() -> None:
         translate({**USE, "type": "tool_use", "id": 7}, decode=decode_json)
     assert refused.value.extra["field"] == "id"
 
+
 def test_an_anthropic_input_text_is_not_said_to_be_accepted() -> None:
     body = {**USE, "input": json.dumps({"hold_id": "h"})}
     (call,) = translate(body, decode=decode_json).calls
@@ -57,3 +58,21 @@ def test_an_anthropic_input_text_is_not_said_to_be_accepted() -> None:
     assert call.refused.extra["field"] == "input"
     assert "JSON text" not in call.refused.detail
     assert "must be a JSON object, got a string" in call.refused.detail
+
+
+@pytest.mark.parametrize("text", ["", " ", "\n\t\r "])
+def test_empty_or_json_whitespace_arguments_are_no_arguments(text: str) -> None:
+    (call,) = translate({"id": "c", "type": "function",
+                         "function": {"name": RELEASE_HOLD.name, "arguments": text}},
+                        decode=decode_json).calls  # fmt: skip
+    assert call.envelope is not None
+    assert call.envelope["arguments"] == {}
+
+
+@pytest.mark.parametrize("text", ["\u00a0", "\u2028", " \u3000 "])
+def test_other_whitespace_is_not_read_as_no_arguments(text: str) -> None:
+    (call,) = translate({"id": "c", "type": "function",
+                         "function": {"name": RELEASE_HOLD.name, "arguments": text}},
+                        decode=decode_json).calls  # fmt: skip
+    assert call.refused is not None
+    assert call.refused.extra["field"] == "function.arguments"

@@ -3,6 +3,7 @@ validates with them and the OpenAPI document is generated from them."""
 
 from __future__ import annotations
 
+from slotward.engine.rules.fingerprint import MAX_STEP
 from slotward.engine.rules.shapes import Field, Shape
 from slotward.engine.tools import CREATE_HOLD, NAMES
 
@@ -31,7 +32,7 @@ _WORKFLOW = Field(
     f"{CREATE_HOLD.name} needs it",
 )  # fmt: skip
 _STEP = Field(
-    "step", "integer", nullable=True, minimum=0, code="invalid_step",
+    "step", "integer", nullable=True, minimum=0, maximum=MAX_STEP, code="invalid_step",
     description="The step within the workflow; a deliberate re-booking uses a new step",
 )  # fmt: skip
 _ID = Field(

@@ -25,7 +25,7 @@ from slotward.api.tool_results import Outcome, batch_document, check_reply, repl
 from slotward.engine.errors import SlotwardError, ValidationFailed
 from slotward.engine.model import Principal, Reply
 from slotward.engine.rules.fingerprint import check_client_key
-from slotward.engine.tools import TOOLS
+from slotward.engine.tools import TOOLS, tool_named
 
 __all__ = ["tool_call", "tools_handler"]
 
@@ -82,6 +82,29 @@ def _check(envelope: Envelope, key: str | None, *, needs_ids: bool) -> None:
             code="invalid_field",
             extra={"field": "Idempotency-Key"},
         )
+    for call in envelope.calls:
+        # The frame's workflow_id, checked for every call before any runs (the
+        # service checks it again for its other callers).
+        if call.envelope is None or "workflow_id" in call.envelope:
+            continue
+        tool = tool_named(call.envelope["tool"])
+        if tool.needs_workflow:
+            raise ValidationFailed(
+                f"{tool.name} needs the envelope's 'workflow_id', beside the call(s)",
+                code="missing_field",
+                extra={"field": "workflow_id"},
+            )
+    seen: set[str] = set()
+    for call in envelope.calls:
+        if call.call_id is None:
+            continue
+        if call.call_id in seen:  # a reply to it, or a result by its id, would be ambiguous
+            raise ValidationFailed(
+                f"'{call.id_at}' repeats the id of an earlier call: each call needs its own",
+                code="invalid_field",
+                extra={"field": call.id_at},
+            )
+        seen.add(call.call_id)
     for call in envelope.calls if needs_ids else ():
         if call.call_id is None:
             raise ValidationFailed(

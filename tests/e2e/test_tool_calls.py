@@ -312,7 +312,8 @@ async def test_a_reviewer_is_refused_each_write_of_a_batch(server: Server) -> No
     reviewer = await server.key(agent="auditor", role="reviewer")
     window = {"attendees": ARGS["attendees"], "from": "2030-10-14T13:00:00Z",
               "to": "2030-10-14T15:00:00Z", "duration_minutes": 30}  # fmt: skip
-    body = {**BESIDE, "tool_calls": [openai(NO_ARGS), openai(window, FIND_FREE_SLOTS.name)]}
+    calls = [openai(NO_ARGS), openai(window, FIND_FREE_SLOTS.name, "call_2")]
+    body = {**BESIDE, "tool_calls": calls}
     results = (await reviewer.post(PATH, body)).json["results"]
     assert [(r["status"], r.get("problem", {}).get("code")) for r in results] == [
         (403, "role_forbidden"), (200, None),

@@ -351,8 +351,18 @@ def relocated(error: ValidationFailed, call: Call) -> ValidationFailed:
         bare = field.removeprefix("arguments.")
         return _with_field(_with_field(error, field, moved), bare, moved)
     head = re.split(r"[.\[]", field, maxsplit=1)[0]
-    if call.envelope is not None and head in _argument_names(call.envelope["tool"]):
-        return _with_field(error, field, f"{call.arguments_at}.{field}")
+    if call.envelope is None:
+        return error
+    tool = tool_named(call.envelope["tool"])
+    # Only the arguments' validation answers unknown_field here (the frame's
+    # members were checked by its shape): 'foo', or a 'step' given as an argument.
+    if head in _argument_names(tool.name) or error.code == "unknown_field":
+        sent = call.envelope["arguments"]
+        shown = field
+        for alias, target in tool.aliases:
+            if head == target and alias in sent and target not in sent:
+                shown = alias + field[len(target) :]  # the name the caller used
+        return _with_field(error, field, f"{call.arguments_at}.{shown}")
     return error
 
 

@@ -57,6 +57,10 @@ async def test_one_intent_lands_on_one_key_on_every_path(server: Server, agent: 
     first = await agent.create({**BESIDE, **ARGS, "title": "Sync"})
     assert first.status == 201
     assert not first.replayed
+    # Released first: while the hold lives, any key of the workflow's slot answers
+    # with it, which would hide a call id leaking into the key. Now only the very
+    # same key replays.
+    assert (await agent.release(first.json["id"])).status == 200
     bodies = [
         {**BESIDE, "tool": CREATE_HOLD.name, "arguments": REWORDED},
         {**BESIDE, **openai(json.dumps(REWORDED, indent=1))},
@@ -120,7 +124,8 @@ async def test_a_batch_runs_in_order_and_each_call_keeps_its_outcome(
     assert results[2]["idempotency_key"] is None
     # The read sees the hold the call before it placed; the repeat replays it.
     placed = results[1]["body"]
-    assert {"start": placed["start"], "end": placed["end"]} not in results[3]["body"]["slots"]
+    busy = [(b["start"], b["end"]) for b in results[3]["body"]["busy"]]
+    assert busy == [(taken.json["start"], taken.json["end"]), (placed["start"], placed["end"])]
     assert (results[1]["replayed"], results[4]["replayed"]) == (False, True)
     assert results[4]["idempotency_key"] == results[1]["idempotency_key"]
     assert results[3]["idempotency_key"] is None

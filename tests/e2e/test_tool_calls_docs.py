@@ -219,3 +219,19 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(set(keys)) != len(keys):
         raise ValueError("duplicate key")
     return dict(pairs)
+
+
+async def test_the_openapi_document_declares_a_replys_headers(server: Server) -> None:
+    """A single call's ?reply is a 200 whatever the call answered: the headers that
+    say what it did are declared on that 200."""
+    agent = await server.key()
+    spec = (await server.anonymous().get("/openapi.json")).json
+    declared = spec["paths"]["/v1/tool-calls"]["post"]["responses"]["200"]["headers"]
+    call = {"workflow_id": "wf-1", "id": "c", "type": "function",
+            "function": {"name": TOOLS[0].name, "arguments": json.dumps(
+                {"attendees": ["alex@example.com"], "start": "2030-10-14T14:00:00Z",
+                 "duration_minutes": 30})}}  # fmt: skip
+    answer = await agent.post("/v1/tool-calls?reply=openai", call)
+    said = {"Slotward-Tool-Status", "Idempotency-Key", "Idempotent-Replayed"}
+    assert said <= set(answer.headers)
+    assert said | {"Retry-After", "Slotward-Hold-Status"} <= set(declared)

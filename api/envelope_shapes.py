@@ -3,6 +3,7 @@ validates with them and the OpenAPI document is generated from them."""
 
 from __future__ import annotations
 
+from slotward.engine.rules.fingerprint import MAX_STEP
 from slotward.engine.rules.shapes import Field, Shape
 from slotward.engine.tools import CREATE_HOLD, NAMES
 
@@ -31,7 +32,7 @@ _WORKFLOW = Field(
     f"{CREATE_HOLD.name} needs it",
 )  # fmt: skip
 _STEP = Field(
-    "step", "integer", nullable=True, minimum=0, code="invalid_step",
+    "step", "integer", nullable=True, minimum=0, maximum=MAX_STEP, code="invalid_step",
     description="The step within the workflow; a deliberate re-booking uses a new step",
 )  # fmt: skip
 _ID = Field(
@@ -41,6 +42,11 @@ _ID = Field(
 )  # fmt: skip
 _NAME = Field("name", "string", required=True, min_length=1, max_length=128)
 _BESIDE = (_WORKFLOW, _STEP)
+# The model APIs' wrappers (messages, responses, their blocks and items) are the
+# vendor's: a member they add in a new SDK release carries no intent, so an
+# undeclared one is ignored, not refused. Only the declared members are read,
+# and those stay checked; the arguments and slotward's own envelope stay strict.
+_VENDOR = True
 
 GENERIC = Shape(
     "ToolCall",
@@ -58,22 +64,26 @@ OPENAI_CALL = Shape(
     (_ID, Field("type", "string", required=True, enum=("function",)),
      Field("function", "object", required=True, shape=_FUNCTION)),
     description="One entry of an OpenAI assistant message's tool_calls",
+    additional=_VENDOR,
 )  # fmt: skip
 OPENAI_SINGLE = Shape(
     "OpenAIToolCallEnvelope",
     (*_BESIDE, *OPENAI_CALL.fields),
     description="An OpenAI tool call with workflow_id and step beside it",
+    additional=_VENDOR,
 )
 ANTHROPIC_USE = Shape(
     "AnthropicToolUse",
     (_ID, Field("type", "string", required=True, enum=("tool_use",)), _NAME,
      Field("input", "any", required=True, description="The tool's arguments, an object")),
     description="An Anthropic tool_use content block",
+    additional=_VENDOR,
 )  # fmt: skip
 ANTHROPIC_SINGLE = Shape(
     "AnthropicToolUseEnvelope",
     (*_BESIDE, *ANTHROPIC_USE.fields),
     description="An Anthropic tool_use block with workflow_id and step beside it",
+    additional=_VENDOR,
 )
 _ASSISTANT = Field("role", "string", enum=("assistant",))
 OPENAI_MESSAGE = Shape(
@@ -86,6 +96,7 @@ OPENAI_MESSAGE = Shape(
      Field("tool_calls", "array", required=True, min_items=1, max_items=MAX_CALLS,
            items=OPENAI_CALL)),
     description="An OpenAI assistant message: its tool_calls run in order",
+    additional=_VENDOR,
 )  # fmt: skip
 ANTHROPIC_MESSAGE = Shape(
     "AnthropicAssistantMessage",
@@ -99,6 +110,7 @@ ANTHROPIC_MESSAGE = Shape(
      Field("container", "any"), Field("context_management", "any")),
     description=f"An Anthropic assistant message: its tool_use blocks (at most {MAX_CALLS}) "
     "run in order",
+    additional=_VENDOR,
 )  # fmt: skip
 # OpenAI's Responses API: a function_call output item, and a response's output.
 FUNCTION_CALL = Shape(
@@ -110,11 +122,13 @@ FUNCTION_CALL = Shape(
      Field("id", "string", max_length=256, description="The item's id (fc_...); ignored"),
      Field("status", "string", max_length=32, description="Ignored")),
     description="A function_call item of an OpenAI Responses API output",
+    additional=_VENDOR,
 )  # fmt: skip
 FUNCTION_CALL_SINGLE = Shape(
     "OpenAIFunctionCallEnvelope",
     (*_BESIDE, *FUNCTION_CALL.fields),
     description="An OpenAI Responses API function_call with workflow_id and step beside it",
+    additional=_VENDOR,
 )
 RESPONSE_OUTPUT = Shape(
     "OpenAIResponseOutput",
@@ -125,6 +139,7 @@ RESPONSE_OUTPUT = Shape(
                        "are skipped"))),
     description=f"An OpenAI Responses API response's output: its function_call items (at most "
     f"{MAX_CALLS}) run in order",
+    additional=_VENDOR,
 )  # fmt: skip
 SHAPES: tuple[Shape, ...] = (
     GENERIC, OPENAI_SINGLE, ANTHROPIC_SINGLE, FUNCTION_CALL_SINGLE, OPENAI_MESSAGE,

@@ -241,7 +241,7 @@ def _anthropic_call(fields: Mapping[str, Any], at: str, beside: Mapping[str, Any
     given = fields["input"]
     try:
         if not isinstance(given, dict):
-            raise _not_an_object(input_at, given)
+            raise _not_an_object(input_at, given, text=False)
         envelope = _generic(fields["name"], given, beside)
     except ValidationFailed as error:
         return _refused(error, fields.get("id"), fields["name"], at, name_at, input_at)
@@ -268,11 +268,16 @@ def _generic(name: str, arguments: dict[str, Any], beside: Mapping[str, Any]) ->
     return {"tool": name, "arguments": arguments, **beside}
 
 
+_JSON_WHITESPACE = " \t\n\r"
+
+
 def _arguments(given: object, at: str, decode: Decoder) -> dict[str, Any]:
     """An OpenAI call's arguments: an object, or the JSON text of one (hostile input)."""
     if isinstance(given, str):
-        if not given.strip():
-            return {}  # what OpenAI sends for a call without arguments
+        if not given.strip(_JSON_WHITESPACE):
+            # What OpenAI sends for a call without arguments. Only JSON's own
+            # whitespace: str.strip() would take NBSP or U+2028 for nothing too.
+            return {}
         # surrogatepass: a lone surrogate becomes bytes the decoder refuses as invalid UTF-8
         try:
             given = decode(given.encode("utf-8", "surrogatepass"))
@@ -287,10 +292,14 @@ def _arguments(given: object, at: str, decode: Decoder) -> dict[str, Any]:
     return given
 
 
-def _not_an_object(at: str, given: object) -> ValidationFailed:
+def _not_an_object(at: str, given: object, *, text: bool = True) -> ValidationFailed:
+    """An OpenAI call's arguments may be the JSON text of an object; an
+    Anthropic block's input is an object (a string is refused, and not told
+    otherwise)."""
     kind = "a string" if isinstance(given, str) else _kind(given)
+    also = " (or the JSON text of one)" if text else ""
     return ValidationFailed(
-        f"'{at}' must be a JSON object (or the JSON text of one), got {kind}",
+        f"'{at}' must be a JSON object{also}, got {kind}",
         code="invalid_field",
         extra={"field": at},
     )
@@ -342,8 +351,18 @@ def relocated(error: ValidationFailed, call: Call) -> ValidationFailed:
         bare = field.removeprefix("arguments.")
         return _with_field(_with_field(error, field, moved), bare, moved)
     head = re.split(r"[.\[]", field, maxsplit=1)[0]
-    if call.envelope is not None and head in _argument_names(call.envelope["tool"]):
-        return _with_field(error, field, f"{call.arguments_at}.{field}")
+    if call.envelope is None:
+        return error
+    tool = tool_named(call.envelope["tool"])
+    # Only the arguments' validation answers unknown_field here (the frame's
+    # members were checked by its shape): 'foo', or a 'step' given as an argument.
+    if head in _argument_names(tool.name) or error.code == "unknown_field":
+        sent = call.envelope["arguments"]
+        shown = field
+        for alias, target in tool.aliases:
+            if head == target and alias in sent and target not in sent:
+                shown = alias + field[len(target) :]  # the name the caller used
+        return _with_field(error, field, f"{call.arguments_at}.{shown}")
     return error
 
 

@@ -10,6 +10,7 @@ may reach N times the rate. Time is the service clock's, so tests step it.
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Hashable
 from dataclasses import dataclass
 
@@ -36,35 +37,46 @@ class RateLimiter:
         self._burst = float(max(1, burst))
         self._clock = clock
         self._buckets: dict[Hashable, _Bucket] = {}
+        # The buckets' arithmetic is one step: the MCP server's thread and the
+        # event loop may count the same agent at once.
+        self._lock = threading.Lock()
 
     @property
     def enabled(self) -> bool:
         return self._rate > 0
 
-    def admit(self, principal: Principal) -> None:
-        """Count one request of ``principal``'s agent."""
+    @property
+    def burst(self) -> int:
+        """The most tokens a bucket holds: a request costing more never passes."""
+        return int(self._burst)
+
+    def admit(self, principal: Principal, n: int = 1) -> None:
+        """Count a request of ``principal``'s agent costing ``n`` (a batch's calls)."""
         self.take(
             (principal.tenant, principal.agent_id),
             f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s",
+            n,
         )
 
-    def take(self, slot: Hashable, refusal: str) -> None:
-        """Take a token from ``slot``'s bucket, or refuse with ``refusal``."""
+    def take(self, slot: Hashable, refusal: str, n: int = 1) -> None:
+        """Take ``n`` tokens from ``slot``'s bucket in one step, or none and refuse
+        with ``refusal``: Retry-After is then the wait for all ``n``."""
         if not self.enabled:
             return
-        now = self._clock.now().timestamp()
-        bucket = self._buckets.get(slot)
-        if bucket is None:
-            if len(self._buckets) >= _MAX_BUCKETS:
-                self._forget_full(now)
-            bucket = self._buckets[slot] = _Bucket(self._burst, now)
-        elapsed = max(0.0, now - bucket.at)  # a clock set back refills nothing
-        bucket.tokens = min(self._burst, bucket.tokens + elapsed * self._rate)
-        bucket.at = max(bucket.at, now)
-        if bucket.tokens >= 1:
-            bucket.tokens -= 1
-            return
-        wait = math.ceil((1 - bucket.tokens) / self._rate)
+        with self._lock:
+            now = self._clock.now().timestamp()
+            bucket = self._buckets.get(slot)
+            if bucket is None:
+                if len(self._buckets) >= _MAX_BUCKETS:
+                    self._forget_full(now)
+                bucket = self._buckets[slot] = _Bucket(self._burst, now)
+            elapsed = max(0.0, now - bucket.at)  # a clock set back refills nothing
+            bucket.tokens = min(self._burst, bucket.tokens + elapsed * self._rate)
+            bucket.at = max(bucket.at, now)
+            if bucket.tokens >= n:
+                bucket.tokens -= n
+                return
+            wait = math.ceil((n - bucket.tokens) / self._rate)
         raise RateLimited(f"{refusal}; retry in {wait} s", retry_after=wait)
 
     def _forget_full(self, now: float) -> None:

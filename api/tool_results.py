@@ -55,10 +55,21 @@ class Outcome:
         return self.status >= 400
 
     def content(self) -> dict[str, Any]:
-        """What the model is shown: the document, and for a problem what to do."""
+        """What the model is shown: the document, and for a problem what to do.
+
+        A replayed commit or release also says the hold's status now
+        (``hold_status``, as the batch document and the single call's
+        Slotward-Hold-Status header do), and a problem worth waiting on says how
+        long (``retry_after``, which ``what_to_do`` points at).
+        """
+        shown = dict(self.document)
+        if self.reply is not None and self.reply.hold_status is not None:
+            shown["hold_status"] = self.reply.hold_status
         if not self.failed:
-            return self.document
-        return {**self.document, "what_to_do": what_to_do(self.document)}
+            return shown
+        if self.retry_after is not None:
+            shown["retry_after"] = self.retry_after
+        return {**shown, "what_to_do": what_to_do(self.document)}
 
 
 def batch_document(outcomes: Sequence[Outcome]) -> dict[str, Any]:
@@ -77,6 +88,8 @@ def batch_document(outcomes: Sequence[Outcome]) -> dict[str, Any]:
         if outcome.reply is not None and outcome.reply.hold_status is not None:
             # A replayed commit or release: the hold's status now (its header alone).
             entry["hold_status"] = outcome.reply.hold_status
+        if outcome.retry_after is not None:
+            entry["retry_after"] = outcome.retry_after  # the seconds Retry-After would say
         results.append(entry)
     return {"results": results}
 
@@ -141,12 +154,20 @@ _BY_CODE = {
         "with the same arguments: it lands once."
     ),
     "token_mismatch": "Commit with the token the hold's placement answered.",
-    "hold_expired": f"The hold expired and its slot was taken: call {CREATE_HOLD.name} again.",
+    "hold_expired": (
+        "The hold expired and another booking took its slot: choose another. Call "
+        f"{FIND_FREE_SLOTS.name}, then {CREATE_HOLD.name} with one of its starts, or tell the user."
+    ),
     "hold_preempted": (
         f"A higher-priority booking took the slot: call {FIND_FREE_SLOTS.name} and "
         f"{CREATE_HOLD.name} for another slot, or tell the user."
     ),
-    "hold_released": f"The hold was released: call {CREATE_HOLD.name} again to book the slot.",
+    "hold_released": (
+        f"The hold was released and is gone. Call {FIND_FREE_SLOTS.name}, then "
+        f"{CREATE_HOLD.name} with another start. Booking this very same slot again needs a "
+        "new step from your runtime (step is not one of your arguments): the same slot in the "
+        "same workflow and step answers with the released hold."
+    ),
     "hold_committed": "The hold is already committed: nothing more to do for it.",
     "not_hold_owner": "Only the agent that placed the hold may change it.",
     "priority_too_high": "Leave priority out, or give one no higher than your agent's.",

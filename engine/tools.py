@@ -169,9 +169,11 @@ CREATE_HOLD = Tool(
         "and end (or ask the user). " + _RETRY + " The key is the workflow_id, step, "
         "attendees and interval: a new title, another attendee spelling or another "
         "time-zone spelling of the same instant is the same call, and while the workflow "
-        "holds that slot the call answers with that hold whatever its step. To book a slot "
-        "again on purpose after its hold was released or expired, use a new step. A higher "
-        "priority may preempt tentative holds of a lower one."
+        "holds that slot the call answers with that hold whatever its step. After a hold "
+        "was released or expired, hold another start (find_free_slots suggests one): the "
+        "same slot in the same workflow and step answers with the old hold, and booking it "
+        "again needs a new step, which the runtime sends with the call. A higher priority "
+        "may preempt tentative holds of a lower one."
     ),
     fields=(
         _ATTENDEES,

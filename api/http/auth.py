@@ -26,9 +26,13 @@ PRINCIPAL = web.RequestKey("slotward.principal", Principal)
 
 
 async def authenticate(
-    request: web.Request, cache: KeyCache, roles: Collection[Role] = ROLES
+    request: web.Request, cache: KeyCache, roles: Collection[Role] = ROLES, *, count: bool = True
 ) -> Principal:
-    """The caller of ``request``, or 401, 429 (over its rate) or 403."""
+    """The caller of ``request``, or 401, 429 (over its rate) or 403.
+
+    ``count=False`` leaves the rate to the caller, for a request whose cost is
+    known only from its body (a batch of tool calls: api/http/tool_handlers.py).
+    """
     header = request.headers.get("Authorization", "")
     scheme, _, secret = header.partition(" ")
     secret = secret.strip()
@@ -41,7 +45,8 @@ async def authenticate(
     if principal is None:
         raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
     request[PRINCIPAL] = principal
-    cache.limiter.admit(principal)  # 429 past the agent's rate
+    if count:
+        cache.limiter.admit(principal)  # 429 past the agent's rate
     require_role(principal, roles)
     check_query(request)  # 422 for a query parameter the route does not take
     return principal

@@ -23,6 +23,26 @@ _IDEMPOTENCY_HEADERS = {
     },
 }
 
+# A single tool call answered with ?reply is a 200 whatever the call answered:
+# these say what it did (docs/agents.md). Keyed by the route's operationId.
+_REPLY_HEADERS = {
+    "Slotward-Tool-Status": {
+        "description": "With ?reply on a single call: the status the call itself answered "
+        "(201, 409, ...)",
+        "schema": {"type": "string", "pattern": "^[1-5][0-9]{2}$"},
+    },
+    "Retry-After": {
+        "description": "With ?reply on a single call: the seconds to wait before calling again, "
+        "where the call had one",
+        "schema": {"type": "string", "pattern": "^[0-9]+$"},
+    },
+    "Slotward-Hold-Status": {
+        "description": "A replayed commit or release: the hold's status now",
+        "schema": {"type": "string"},
+    },
+}
+_EXTRA_HEADERS: dict[str, dict[int, dict[str, Any]]] = {"toolCall": {200: _REPLY_HEADERS}}
+
 
 def _ref(shape: Shape) -> dict[str, Any]:
     return {"$ref": f"#/components/schemas/{shape.name}"}
@@ -62,6 +82,10 @@ def _responses(route: Route) -> dict[str, Any]:
                 name: {**header, "required": required}
                 for name, header in _IDEMPOTENCY_HEADERS.items()
             }
+        extra = _EXTRA_HEADERS.get(route.operation_id, {}).get(status, {})
+        if extra:
+            headers = entry.setdefault("headers", {})
+            headers.update({name: {**header, "required": False} for name, header in extra.items()})
         out[str(status)] = entry
     out["default"] = {
         "description": "problem+json",

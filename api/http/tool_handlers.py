@@ -25,7 +25,7 @@ from slotward.api.tool_results import Outcome, batch_document, check_reply, repl
 from slotward.engine.errors import SlotwardError, ValidationFailed
 from slotward.engine.model import Principal, Reply
 from slotward.engine.rules.fingerprint import check_client_key
-from slotward.engine.tools import TOOLS
+from slotward.engine.tools import TOOLS, tool_named
 
 __all__ = ["tool_call", "tools_handler"]
 
@@ -44,14 +44,19 @@ async def tools_handler(request: web.Request) -> web.Response:
 async def tool_call(request: web.Request) -> web.Response:
     """A tool call, or an assistant message's calls, in the envelope the model emitted."""
     svc = request.app[SERVICES]
-    principal = await authenticate(request, svc.keys)
-    reply = check_reply(request.query.get("reply"))
-    body = await read_json(request)
-    envelope = translate(body, decode=decode_json, ignore=svc.policy.thought_fields)
-    key = client_key(request)
-    _check(envelope, key, needs_ids=reply is not None)
-    for _ in envelope.calls[1:]:  # each call of a batch counts against the agent's rate
+    # Counted once the body says how many calls it holds (_admit); a refused body
+    # still costs one request, so a loop of broken bodies is limited too.
+    principal = await authenticate(request, svc.keys, count=False)
+    try:
+        reply = check_reply(request.query.get("reply"))
+        body = await read_json(request)
+        envelope = translate(body, decode=decode_json, ignore=svc.policy.thought_fields)
+        key = client_key(request)
+        _check(envelope, key, needs_ids=reply is not None)
+    except SlotwardError:
         svc.keys.limiter.admit(principal)
+        raise
+    _admit(svc, principal, envelope)
     if not envelope.batch and reply is None:
         return await _single(svc, principal, envelope.calls[0], key)
     # One after another, in the message's order: a later call sees what an earlier one held.
@@ -77,6 +82,29 @@ def _check(envelope: Envelope, key: str | None, *, needs_ids: bool) -> None:
             code="invalid_field",
             extra={"field": "Idempotency-Key"},
         )
+    for call in envelope.calls:
+        # The frame's workflow_id, checked for every call before any runs (the
+        # service checks it again for its other callers).
+        if call.envelope is None or "workflow_id" in call.envelope:
+            continue
+        tool = tool_named(call.envelope["tool"])
+        if tool.needs_workflow:
+            raise ValidationFailed(
+                f"{tool.name} needs the envelope's 'workflow_id', beside the call(s)",
+                code="missing_field",
+                extra={"field": "workflow_id"},
+            )
+    seen: set[str] = set()
+    for call in envelope.calls:
+        if call.call_id is None:
+            continue
+        if call.call_id in seen:  # a reply to it, or a result by its id, would be ambiguous
+            raise ValidationFailed(
+                f"'{call.id_at}' repeats the id of an earlier call: each call needs its own",
+                code="invalid_field",
+                extra={"field": call.id_at},
+            )
+        seen.add(call.call_id)
     for call in envelope.calls if needs_ids else ():
         if call.call_id is None:
             raise ValidationFailed(
@@ -84,6 +112,24 @@ def _check(envelope: Envelope, key: str | None, *, needs_ids: bool) -> None:
                 code="missing_field",
                 extra={"field": call.id_at},
             )
+
+
+def _admit(svc: Services, principal: Principal, envelope: Envelope) -> None:
+    """Each call of a batch counts against the agent's rate: all its tokens are
+    taken in one step or none, so a refused batch spends nothing and its
+    Retry-After is the wait for all its calls. A batch the bucket can never
+    hold is a 422 (costing one request): waiting would not help."""
+    limiter = svc.keys.limiter
+    if limiter.enabled and len(envelope.calls) > limiter.burst:
+        limiter.admit(principal)
+        field = envelope.calls[0].id_at.split("[")[0]
+        raise ValidationFailed(
+            f"'{field}' holds {len(envelope.calls)} calls, more than this agent's rate "
+            f"allows at once ({limiter.burst}): send them in smaller batches",
+            code="invalid_field",
+            extra={"field": field},
+        )
+    limiter.admit(principal, len(envelope.calls))
 
 
 async def _single(svc: Services, principal: Principal, call: Call, key: str | None) -> web.Response:
@@ -129,3 +175,5 @@ def _describe(response: web.Response, outcome: Outcome) -> None:
         response.headers["Retry-After"] = str(outcome.retry_after)
     if outcome.reply is not None:
         response[REPLY] = outcome.reply
+        if outcome.reply.hold_status is not None:
+            response.headers["Slotward-Hold-Status"] = outcome.reply.hold_status

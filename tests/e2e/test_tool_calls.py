@@ -57,6 +57,10 @@ async def test_one_intent_lands_on_one_key_on_every_path(server: Server, agent: 
     first = await agent.create({**BESIDE, **ARGS, "title": "Sync"})
     assert first.status == 201
     assert not first.replayed
+    # Released first: while the hold lives, any key of the workflow's slot answers
+    # with it, which would hide a call id leaking into the key. Now only the very
+    # same key replays.
+    assert (await agent.release(first.json["id"])).status == 200
     bodies = [
         {**BESIDE, "tool": CREATE_HOLD.name, "arguments": REWORDED},
         {**BESIDE, **openai(json.dumps(REWORDED, indent=1))},
@@ -120,7 +124,8 @@ async def test_a_batch_runs_in_order_and_each_call_keeps_its_outcome(
     assert results[2]["idempotency_key"] is None
     # The read sees the hold the call before it placed; the repeat replays it.
     placed = results[1]["body"]
-    assert {"start": placed["start"], "end": placed["end"]} not in results[3]["body"]["slots"]
+    busy = [(b["start"], b["end"]) for b in results[3]["body"]["busy"]]
+    assert busy == [(taken.json["start"], taken.json["end"]), (placed["start"], placed["end"])]
     assert (results[1]["replayed"], results[4]["replayed"]) == (False, True)
     assert results[4]["idempotency_key"] == results[1]["idempotency_key"]
     assert results[3]["idempotency_key"] is None
@@ -312,7 +317,8 @@ async def test_a_reviewer_is_refused_each_write_of_a_batch(server: Server) -> No
     reviewer = await server.key(agent="auditor", role="reviewer")
     window = {"attendees": ARGS["attendees"], "from": "2030-10-14T13:00:00Z",
               "to": "2030-10-14T15:00:00Z", "duration_minutes": 30}  # fmt: skip
-    body = {**BESIDE, "tool_calls": [openai(NO_ARGS), openai(window, FIND_FREE_SLOTS.name)]}
+    calls = [openai(NO_ARGS), openai(window, FIND_FREE_SLOTS.name, "call_2")]
+    body = {**BESIDE, "tool_calls": calls}
     results = (await reviewer.post(PATH, body)).json["results"]
     assert [(r["status"], r.get("problem", {}).get("code")) for r in results] == [
         (403, "role_forbidden"), (200, None),

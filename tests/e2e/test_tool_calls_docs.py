@@ -20,6 +20,7 @@ from typing import Any
 
 import aiohttp
 
+from slotward.api.tool_formats import mcp_tool_document
 from slotward.engine.tools import TOOLS
 from tests.e2e.conftest import Answer, Client, Server
 from tests.e2e.served import slotward_serve
@@ -68,8 +69,17 @@ async def test_the_tools_come_in_three_formats(server: Server) -> None:
         assert o["type"] == "function"
         assert set(o["function"]) == {"name", "description", "parameters"}
         assert set(a) == {"name", "description", "input_schema"}
-        assert set(m) == {"name", "description", "inputSchema", "annotations"}
-        assert o["function"]["parameters"] == a["input_schema"] == m["inputSchema"]
+        # ?format=mcp is exactly what `slotward mcp` announces in tools/list: the
+        # output schema too, and a keyed tool's workflow members in its inputSchema.
+        assert m == mcp_tool_document(tool)
+        assert set(m) == {"name", "description", "inputSchema", "outputSchema", "annotations"}
+        assert o["function"]["parameters"] == a["input_schema"]
+        model_args = set(a["input_schema"]["properties"])
+        session = {"workflow_id", "step"} if tool.needs_workflow else set()
+        assert set(m["inputSchema"]["properties"]) == model_args | session
+        assert {k: v for k, v in m["inputSchema"].items() if k != "properties"} == {
+            k: v for k, v in a["input_schema"].items() if k != "properties"
+        }
         assert o["function"]["description"] == a["description"] == tool.description
         assert m["annotations"] == tool.annotations()
         check_schema(a["input_schema"])
@@ -209,3 +219,19 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     if len(set(keys)) != len(keys):
         raise ValueError("duplicate key")
     return dict(pairs)
+
+
+async def test_the_openapi_document_declares_a_replys_headers(server: Server) -> None:
+    """A single call's ?reply is a 200 whatever the call answered: the headers that
+    say what it did are declared on that 200."""
+    agent = await server.key()
+    spec = (await server.anonymous().get("/openapi.json")).json
+    declared = spec["paths"]["/v1/tool-calls"]["post"]["responses"]["200"]["headers"]
+    call = {"workflow_id": "wf-1", "id": "c", "type": "function",
+            "function": {"name": TOOLS[0].name, "arguments": json.dumps(
+                {"attendees": ["alex@example.com"], "start": "2030-10-14T14:00:00Z",
+                 "duration_minutes": 30})}}  # fmt: skip
+    answer = await agent.post("/v1/tool-calls?reply=openai", call)
+    said = {"Slotward-Tool-Status", "Idempotency-Key", "Idempotent-Replayed"}
+    assert said <= set(answer.headers)
+    assert said | {"Retry-After", "Slotward-Hold-Status"} <= set(declared)

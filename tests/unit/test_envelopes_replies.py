@@ -90,3 +90,29 @@ def test_a_replayed_write_in_a_batch_says_the_holds_status_now() -> None:
     (entry,) = batch_document([again])["results"]
     assert (entry["body"]["status"], entry["hold_status"]) == ("committed", "released")
     assert "hold_status" not in batch_document([PLACED])["results"][0]
+    shown = json.loads(reply_for("openai", [again], batch=False)["content"])
+    assert (shown["status"], shown["hold_status"]) == ("committed", "released")
+    assert "hold_status" not in json.loads(reply_for("openai", [PLACED], batch=False)["content"])
+
+
+def test_the_seconds_to_wait_reach_the_model_and_the_batch() -> None:
+    busy = {"type": "urn:slotward:problem:request_in_progress", "status": 409,
+            "code": "request_in_progress", "retryable": True}  # fmt: skip
+    waiting = Outcome("call_1", CREATE_HOLD.name, 409, "idem_1", False, busy, retry_after=2)
+    shown = json.loads(reply_for("openai", [waiting], batch=False)["content"])
+    assert "retry_after seconds" in shown["what_to_do"]
+    assert shown["retry_after"] == 2
+    (block,) = reply_for("anthropic", [waiting], batch=True)["content"]
+    assert json.loads(block["content"])["retry_after"] == 2
+    (entry,) = batch_document([waiting])["results"]
+    assert entry["retry_after"] == 2
+    assert "retry_after" not in batch_document([TAKEN])["results"][0]
+
+
+def test_the_advice_after_a_lost_hold_leads_to_another_slot() -> None:
+    for code in ("hold_released", "hold_expired"):
+        advice = what_to_do({"code": code, "status": 409})
+        assert FIND_FREE_SLOTS.name in advice, code
+        assert CREATE_HOLD.name in advice, code
+        assert "another" in advice, code
+    assert "new step" in what_to_do({"code": "hold_released"})

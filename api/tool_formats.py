@@ -19,7 +19,7 @@ within the schema itself).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from slotward.api.http import schemas
 from slotward.engine.errors import ValidationFailed
@@ -42,6 +42,7 @@ __all__ = [
     "check_format",
     "mcp_input_schema",
     "mcp_tool_document",
+    "one_of",
     "output_schema",
     "tool_schemas",
 ]
@@ -149,15 +150,21 @@ def tool_schemas(format: Format = DEFAULT_FORMAT, tools: Sequence[Tool] = TOOLS)
     return [_BY_FORMAT[format](tool) for tool in tools]
 
 
-def check_format(value: str | None) -> Format:
-    """The ``format`` query parameter (absent: :data:`DEFAULT_FORMAT`)."""
-    if value is None:
-        return DEFAULT_FORMAT
-    for known in FORMATS:
+Choice = TypeVar("Choice", bound=str)
+
+
+def one_of(value: str, choices: Sequence[Choice], field: str) -> Choice:
+    """``value`` as one of ``choices`` (a query parameter's), or 422 naming ``field``."""
+    for known in choices:
         if value == known:
             return known
     raise ValidationFailed(
-        f"format must be one of {', '.join(FORMATS)}, got {value[:40]!r}",
+        f"{field} must be one of {', '.join(choices)}, got {value[:40]!r}",
         code="invalid_field",
-        extra={"field": "format"},
+        extra={"field": field},
     )
+
+
+def check_format(value: str | None) -> Format:
+    """The ``format`` query parameter (absent: :data:`DEFAULT_FORMAT`)."""
+    return DEFAULT_FORMAT if value is None else one_of(value, FORMATS, "format")

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from slotward.engine.errors import ValidationFailed
+from slotward.api.tool_formats import one_of
 from slotward.engine.model import Reply
 from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS
 
@@ -126,16 +126,7 @@ def reply_for(
 
 def check_reply(value: str | None) -> ReplyFormat | None:
     """The ``reply`` query parameter: absent, ``openai`` or ``anthropic``."""
-    if value is None:
-        return None
-    for known in REPLIES:
-        if value == known:
-            return known
-    raise ValidationFailed(
-        f"reply must be one of {', '.join(REPLIES)}, got {value[:40]!r}",
-        code="invalid_field",
-        extra={"field": "reply"},
-    )
+    return None if value is None else one_of(value, REPLIES, "reply")
 
 
 def _text(doc: dict[str, Any]) -> str:

@@ -61,6 +61,11 @@ async def tool_call(request: web.Request) -> web.Response:
         return await _single(svc, principal, envelope.calls[0], key)
     # One after another, in the message's order: a later call sees what an earlier one held.
     outcomes = [await _outcome(svc, principal, call, key) for call in envelope.calls]
+    for outcome in outcomes if envelope.batch else ():
+        # A single call's reply carries its Reply to the telemetry middleware
+        # (_describe); a batch's are counted here, one by one.
+        if outcome.reply is not None:
+            svc.metrics.answered(outcome.reply)
     if reply is None:
         return json_response(batch_document(outcomes))
     responses = envelope.dialect == "openai-responses"
@@ -154,6 +159,8 @@ async def _outcome(svc: Services, principal: Principal, call: Call, key: str | N
         answer = await service.call_tool(svc, principal, call.envelope, key)
     except SlotwardError as error:
         failed = relocated(error, call) if isinstance(error, ValidationFailed) else error
+        # Answered as a result, not raised: the telemetry middleware never sees it.
+        svc.metrics.refused(failed)
         known = failed.idempotency_key
         return Outcome(call.call_id, tool, status_of(failed), known,
                        None if known is None else False, problem_document(failed),

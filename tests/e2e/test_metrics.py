@@ -203,3 +203,36 @@ async def test_unusual_methods_cannot_mint_label_values(server: Server) -> None:
     # aiohttp answers 405 before any route matches, so the path is "unmatched" too.
     assert sample(m, "slotward_http_requests_total", route="unmatched", method="other",
                   status="405") == 3  # fmt: skip
+
+
+async def test_the_calls_of_a_batch_are_counted_one_by_one(server: Server) -> None:
+    """A batch answers each call's refusal inside its 200: each is counted all the same."""
+    a = await server.key(tenant=TENANT, agent="agent-batch-a", priority=50)
+    b = await server.key(tenant=TENANT, agent="agent-batch-b", priority=50)
+
+    def create(call_id: str, start: str) -> dict[str, Any]:
+        arguments = {"attendees": ["batch@example.com"], "start": start, "duration_minutes": 30}
+        return {"id": call_id, "type": "function",
+                "function": {"name": "create_calendar_hold", "arguments": arguments}}  # fmt: skip
+
+    first = {"workflow_id": "wf-batch-a", "tool_calls": [
+        create("call_1", "2030-10-15T09:00:00Z"), create("call_2", "2030-10-15T10:00:00Z"),
+    ]}  # fmt: skip
+    answer = await a.post("/v1/tool-calls", first)
+    assert answer.status == 200, answer.body
+    before = await read_metrics(server)
+    rival = {"workflow_id": "wf-batch-b", "tool_calls": [
+        create("call_3", "2030-10-15T09:00:00Z"), create("call_4", "2030-10-15T11:00:00Z"),
+    ]}  # fmt: skip
+    answer = await b.post("/v1/tool-calls", rival)
+    assert [r["status"] for r in answer.json["results"]] == [409, 201]
+    replayed = await a.post("/v1/tool-calls", first)
+    assert [r["replayed"] for r in replayed.json["results"]] == [True, True]
+    after = await read_metrics(server)
+
+    def grew(name: str, **labels: str) -> float:
+        return sample(after, name, **labels) - sample(before, name, **labels)
+
+    assert grew("slotward_conflicts_total", kind="held") == 1
+    assert grew("slotward_idempotency_total", outcome="fresh") == 1
+    assert grew("slotward_idempotency_total", outcome="replayed") == 2

@@ -31,6 +31,7 @@ import asyncio
 import contextlib
 import hashlib
 import logging
+import re
 from collections import OrderedDict
 from collections.abc import Coroutine
 from datetime import datetime, timedelta
@@ -38,7 +39,7 @@ from typing import Any
 
 from slotward.api.keyhash import KeyHasher, split_key
 from slotward.api.ratelimit import RateLimiter
-from slotward.engine.errors import SlotwardError
+from slotward.engine.errors import SlotwardError, Unauthenticated
 from slotward.engine.model import Principal
 from slotward.engine.ports import Clock, Store, UnitOfWork
 
@@ -54,6 +55,9 @@ _UPGRADED = 10_000  # scrypt keys upgraded by this process, remembered in their 
 
 # A remembered answer: (when the read it rests on began, when it expires, the answer).
 _Held = tuple[datetime, datetime, Principal | None]
+
+
+_PRINTABLE_ASCII = re.compile(r"[!-~]+")
 
 
 class KeyCache:
@@ -77,6 +81,15 @@ class KeyCache:
         # One scrypt check at a time per key id, and how many wait for it.
         self._slow_ids: dict[str, tuple[asyncio.Lock, int]] = {}
         self._upgraded: OrderedDict[tuple[str, str], str] = OrderedDict()
+
+    async def resolve(self, secret: str) -> Principal:
+        """The caller ``secret`` names, or 401 ``invalid_api_key`` (HTTP and MCP alike)."""
+        # No key has a byte outside printable ASCII: refused before any lookup or
+        # hashing sees it.
+        principal = await self.principal(secret) if _PRINTABLE_ASCII.fullmatch(secret) else None
+        if principal is None:
+            raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
+        return principal
 
     async def principal(self, secret: str) -> Principal | None:
         if not secret.isascii():

@@ -52,11 +52,28 @@ PROBLEM_TYPE = "application/problem+json"
 def problem_document(error: SlotwardError) -> dict[str, Any]:
     """``error`` as the problem+json document its answer would carry, as a dict
     (a batch of tool calls answers each call's problem inside one body)."""
-    doc: dict[str, Any] = json.loads(
-        _problem_body(status_of(error), error.title, error.code, error.detail,
-                      retryable=error.retryable, extra=error.extra)
-    )  # fmt: skip
-    return doc
+    return _problem(status_of(error), error.title, error.code, error.detail,
+                    retryable=error.retryable, extra=error.extra)  # fmt: skip
+
+
+def _problem(
+    status: int,
+    title: str,
+    code: str,
+    detail: str,
+    *,
+    retryable: bool = False,
+    extra: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    return {
+        "type": f"urn:slotward:problem:{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        "retryable": retryable,
+        **(extra or {}),
+    }
 
 
 def _problem_body(
@@ -68,15 +85,7 @@ def _problem_body(
     retryable: bool = False,
     extra: dict[str, Any] | None = None,
 ) -> bytes:
-    body = {
-        "type": f"urn:slotward:problem:{code}",
-        "title": title,
-        "status": status,
-        "detail": detail,
-        "code": code,
-        "retryable": retryable,
-        **(extra or {}),
-    }
+    body = _problem(status, title, code, detail, retryable=retryable, extra=extra)
     return json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode()
 
 

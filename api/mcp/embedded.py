@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
@@ -33,18 +32,12 @@ __all__ = ["Embedded", "identify", "open_embedded"]
 
 log = logging.getLogger("slotward.mcp")
 
-_PRINTABLE_ASCII = re.compile(r"[!-~]+")
-
 
 async def identify(svc: Services, secret: str | None) -> Principal:
     """The caller a key names, or the 401 or 429 the HTTP API would answer."""
     if not secret:
         raise Unauthenticated(NO_KEY, code="missing_api_key")
-    principal = None
-    if _PRINTABLE_ASCII.fullmatch(secret):  # no key has other bytes
-        principal = await svc.keys.principal(secret)
-    if principal is None:
-        raise Unauthenticated("unknown or revoked API key", code="invalid_api_key")
+    principal = await svc.keys.resolve(secret)
     svc.keys.limiter.admit(principal)
     return principal
 

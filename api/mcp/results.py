@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp.types import CallToolResult, TextContent
 
-from slotward.api.http.statuses import status_of
+from slotward.api.http.problems import problem_document
 from slotward.engine.codes import CODES
 from slotward.engine.errors import (
     Conflict,
@@ -58,15 +58,7 @@ class Answer:
 
 def problem_answer(error: SlotwardError) -> Answer:
     """The problem the HTTP API would answer for ``error`` (api/http/problems.py)."""
-    document = {
-        "type": f"urn:slotward:problem:{error.code}",
-        "title": error.title,
-        "status": status_of(error),
-        "detail": error.detail,
-        "code": error.code,
-        "retryable": error.retryable,
-        **error.extra,
-    }
+    document = problem_document(error)
     if error.retry_after is not None:
         document["retry_after"] = error.retry_after
     return Answer(document, is_problem=True, idempotency_key=error.idempotency_key)

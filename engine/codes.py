@@ -214,6 +214,27 @@ CODES: Final[Mapping[str, ErrorCode]] = _catalogue(
         ("credentials_not_supported", "a username or password for a provider that takes none"),
     ),
     _family(NotFound, ("calendar_not_found", "the attendee has no calendar bound")),
+    # Approvals and the dashboard (issue 18: engine/usecases/approvals.py,
+    # api/sessions.py).
+    _family(
+        NotFound,
+        ("approval_not_found", "no such approval in this tenant"),
+    ),
+    _family(
+        Forbidden,
+        ("own_approval", "an agent may not decide an approval it asked for"),
+        ("csrf_failed", "a dashboard session's change without its CSRF token"),
+    ),
+    _family(
+        Unauthenticated,
+        ("invalid_session", "a dashboard session that is unknown, expired or signed out"),
+    ),
+    _family(
+        Conflict,
+        ("approval_decided", "the approval already has the other decision"),
+        ("approval_denied", "a person denied the approval this commit waits for"),
+        ("approval_expired", "the approval expired before a person decided"),
+    ),
     _family(ConfigError, ("invalid_config", "a setting slotward refuses: nothing starts")),
     _family(SlotwardError, ("internal_error", "an unexpected error, logged, never detailed", True)),
 )

@@ -67,6 +67,10 @@ class FakeWorkflows:
         old = [t for (t, _, s) in self._state().replay_seconds if s < before]
         return min(old, default=None)
 
+    def busiest(self, tenant: str, limit: int) -> list[WorkflowStats]:
+        rows = [w for (t, _), w in self._state().workflows.items() if t == tenant]
+        return sorted(rows, key=lambda w: (-w.replays, w.workflow_id))[:limit]
+
 
 class FakeStats:
     def __init__(self, state: Callable[[], State]) -> None:

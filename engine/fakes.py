@@ -16,7 +16,9 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar
 
+from slotward.engine.approvals import Approval, ApprovalRules, DirectoryEntry, Session
 from slotward.engine.calendars import BusyBlock, CalendarBinding, CalendarWrite
+from slotward.engine.fake_approvals import FakeApprovals, FakeSessions
 from slotward.engine.fake_calendars import FakeCalendars, FakeCalendarWrites, FakeMirror
 from slotward.engine.fake_ops import FakeKeys, FakeStats, FakeWorkflows
 from slotward.engine.fake_relay import FakeDeliveries, FakeLeases, FakeOutbox, FakeWebhooks
@@ -62,6 +64,10 @@ class State:
     busy: dict[tuple[str, str], list[BusyBlock]] = field(default_factory=dict)  # the mirror
     # (tenant, hold_id, attendee) -> what its event should be in that calendar
     calendar_writes: dict[tuple[str, str, str], CalendarWrite] = field(default_factory=dict)
+    approvals: dict[tuple[str, str], Approval] = field(default_factory=dict)  # (tenant, id)
+    # tenant -> its approval policy, when it was set and by whom
+    approval_rules: dict[str, tuple[ApprovalRules, datetime, str]] = field(default_factory=dict)
+    sessions: dict[str, Session] = field(default_factory=dict)  # by the token's hash
 
 
 class _Holds:
@@ -113,6 +119,16 @@ class _Holds:
             and wanted & set(h.attendees)
         ]
         return sorted(found, key=_start_id)
+
+    def window(
+        self, tenant: str, start: datetime, end: datetime, earliest_start: datetime, limit: int
+    ) -> list[Hold]:
+        found = [
+            h
+            for h in self._of(tenant)
+            if h.start < end and h.end > start and h.start >= earliest_start
+        ]
+        return sorted(found, key=_start_id)[:limit]
 
     def add(self, hold: Hold) -> None:
         holds = self._state().holds
@@ -255,6 +271,18 @@ class _Directory:
         for email in emails:
             state.emails[(tenant, email)] = attendee_id
 
+    def entries(self, tenant: str, ids: Collection[str]) -> list[DirectoryEntry]:
+        state = self._state()
+        known = sorted({i for i in ids if (tenant, i) in state.attendees})
+        return [
+            DirectoryEntry(
+                i,
+                state.attendees[(tenant, i)],
+                tuple(sorted(e for (t, e), a in state.emails.items() if t == tenant and a == i)),
+            )
+            for i in known
+        ]
+
 
 class _Audit:
     def __init__(self, state: Callable[[], State]) -> None:
@@ -299,6 +327,8 @@ class InMemoryUnitOfWork:
         self.keys = FakeKeys(self._current)
         self.workflows = FakeWorkflows(self._current)
         self.stats = FakeStats(self._current)
+        self.approvals = FakeApprovals(self._current)
+        self.sessions = FakeSessions(self._current)
 
     def _current(self) -> State:
         if self._work is None:

@@ -114,7 +114,7 @@ class LedgerRecord:
     created_at: datetime
     expires_at: datetime
     hold_id: str | None = None
-    kind: Literal["hold", "execution"] = "hold"
+    kind: Literal["hold", "execution", "approval"] = "hold"
     workflow_id: str | None = None
     tool: str | None = None
     agent_id: str | None = None
@@ -243,7 +243,9 @@ class Reply:
     """What a mutating use case answers: the response and whether it was replayed.
 
     ``created``: the call made a new resource, or replays the first answer of
-    one that did.
+    one that did. ``accepted``: the call was taken but waits for something
+    (a commit waiting for a person's approval, ``approval_id``); nothing is
+    recorded under its key, so the same call later gets the outcome.
     """
 
     created: bool
@@ -258,6 +260,12 @@ class Reply:
     # On a replayed commit or release: the hold's status now, which the first
     # answer (replayed byte for byte) may no longer show.
     hold_status: str | None = None
+    accepted: bool = False
+    # The approval the answer is about: the one a gated commit waits for, or
+    # the one a request opened.
+    approval_id: str | None = None
+    # On a replayed approval request: the approval's status now.
+    approval_status: str | None = None
 
     @property
     def outcome(self) -> Literal["fresh", "replayed", "takeover", "completed"]:

@@ -13,6 +13,8 @@ from datetime import datetime
 from types import TracebackType
 from typing import Protocol, TypeVar
 
+from slotward.engine.approval_ports import Approvals, Sessions
+from slotward.engine.approvals import DirectoryEntry
 from slotward.engine.model import (
     AuditEntry,
     Gauges,
@@ -27,6 +29,7 @@ from slotward.engine.provider_ports import CalendarProvider, Calendars, Calendar
 
 __all__ = [
     "ApiKeys",
+    "Approvals",
     "AuditLog",
     "CalendarProvider",
     "CalendarWrites",
@@ -40,6 +43,7 @@ __all__ = [
     "Ledger",
     "Mirror",
     "Outbox",
+    "Sessions",
     "Signals",
     "Stats",
     "Store",
@@ -92,6 +96,17 @@ class HoldRepository(Protocol):
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
         """Held holds past their expiry, not yet marked, overlapping [start, end)."""
+        ...
+
+    def window(
+        self, tenant: str, start: datetime, end: datetime, earliest_start: datetime, limit: int
+    ) -> list[Hold]:
+        """Holds of any status overlapping [start, end) that start at or after
+        ``earliest_start``, by start then id (the dashboard's timeline).
+
+        ``earliest_start`` bounds the scan: a hold is at most the policy's
+        longest, so one overlapping ``start`` began no earlier than that before it.
+        """
         ...
 
     def add(self, hold: Hold) -> None: ...
@@ -177,6 +192,10 @@ class Workflows(Protocol):
         """Some tenant with per-second replay counts older than ``before``, if any."""
         ...
 
+    def busiest(self, tenant: str, limit: int) -> list[WorkflowStats]:
+        """The tenant's workflows with the most replays first (then by id), at most ``limit``."""
+        ...
+
 
 class Stats(Protocol):
     def gauges(self, now: datetime) -> Gauges:
@@ -199,6 +218,11 @@ class Directory(Protocol):
         self, tenant: str, attendee_id: str, name: str | None, emails: Sequence[str], now: datetime
     ) -> None:
         """Create or update an attendee and point each email (alias) at it."""
+        ...
+
+    def entries(self, tenant: str, ids: Collection[str]) -> list[DirectoryEntry]:
+        """The attendees of ``ids`` the directory has, by id, each with its name and
+        emails (sorted); an unknown id is left out."""
         ...
 
 
@@ -278,6 +302,12 @@ class UnitOfWork(Protocol):
 
     @property
     def keys(self) -> ApiKeys: ...
+
+    @property
+    def approvals(self) -> Approvals: ...
+
+    @property
+    def sessions(self) -> Sessions: ...
 
     @property
     def workflows(self) -> Workflows: ...

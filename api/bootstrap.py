@@ -15,7 +15,7 @@ from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.adapters.store.sqlite.store import SqliteStore
 from slotward.adapters.webhooks.guard import UrlGuard
 from slotward.api.completions import Completions
-from slotward.api.config import Config
+from slotward.api.config import Config, StreamSettings
 from slotward.api.inflight import InFlight
 from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
@@ -23,6 +23,7 @@ from slotward.api.providers import ProviderHub
 from slotward.api.ratelimit import RateLimiter
 from slotward.api.secretbox import SecretBox
 from slotward.api.seen import SeenCreates
+from slotward.api.sessions import DashboardSessions
 from slotward.api.storms import StormWatch
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
@@ -48,8 +49,10 @@ class Services:
     box: SecretBox  # seals webhook secrets at rest (SLOTWARD_SECRET_KEY)
     urls: UrlGuard  # the SSRF check of webhook and provider URLs
     providers: ProviderHub  # the calendar adapters, and the reads of calendars
+    sessions: DashboardSessions  # the dashboard's sign-ins (cookies standing for keys)
     # The creates this process answered: which are looked up before their write.
     seen: SeenCreates = field(default_factory=SeenCreates)
+    stream: StreamSettings = field(default_factory=StreamSettings)  # the dashboard's live feed
 
 
 async def open_store(config: Config) -> Store:
@@ -83,20 +86,21 @@ async def bootstrap(
     metrics = Metrics(config.metrics_dir)
     box = SecretBox.from_config(config.secret_key, config.secret_key_old)
     calendars = config.providers()
+    keys = KeyCache(
+        chosen,
+        config.key_cache_seconds,
+        RateLimiter(
+            config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit), clock
+        ),
+        config.key_hasher(),
+        clock,
+    )
     return Services(
         store=chosen,
         clock=clock,
         ids=ids,
         policy=policy,
-        keys=KeyCache(
-            chosen,
-            config.key_cache_seconds,
-            RateLimiter(
-                config.rate_limit, config.rate_burst or math.ceil(2 * config.rate_limit), clock
-            ),
-            config.key_hasher(),
-            clock,
-        ),
+        keys=keys,
         inflight=InFlight(config.inflight_wait_ms / 1000),
         metrics=metrics,
         storms=StormWatch(chosen, clock, ids, policy, metrics),
@@ -110,4 +114,6 @@ async def bootstrap(
         box=box,
         urls=UrlGuard(allow_private=config.allow_private_urls),
         providers=ProviderHub(load_providers(calendars.settings), box, calendars),
+        sessions=DashboardSessions(chosen, keys, clock),
+        stream=config.stream(),
     )

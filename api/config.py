@@ -24,7 +24,7 @@ from slotward.engine.rules.delivery import DEFAULT_SCHEDULE, RelaySettings
 from slotward.engine.rules.external import ExternalPolicy
 from slotward.engine.rules.policy import Policy
 
-__all__ = ["DEFAULT_DB", "Config", "ProviderConfig"]
+__all__ = ["DEFAULT_DB", "Config", "ProviderConfig", "StreamSettings"]
 
 DEFAULT_DB = "sqlite+aiosqlite:///./slotward.db"
 _MAX_POOL_SIZE = 500  # connections per pool: beyond it, surely a typo
@@ -43,6 +43,21 @@ class ProviderConfig:
     external: ExternalPolicy
     settings: ProviderSettings
     sync_interval: timedelta
+
+
+@dataclass(frozen=True)
+class StreamSettings:
+    """How a server-sent event stream (``GET /v1/audit/stream``) runs.
+
+    It reads the store every ``poll_seconds``, sends a comment after
+    ``keepalive_seconds`` without an event (so proxies keep it open and a
+    vanished client is noticed), and checks its caller's key or session again
+    every ``recheck_seconds`` (a revoked key ends it).
+    """
+
+    poll_seconds: float = 1.0
+    keepalive_seconds: float = 15.0
+    recheck_seconds: float = 10.0
 
 
 @dataclass(frozen=True)
@@ -104,6 +119,10 @@ class Config:
     # Set by `serve --workers N` for its worker processes, never from the
     # environment: the directory where they pool their metrics.
     metrics_dir: str | None = None
+    # The dashboard's live stream (GET /v1/audit/stream): how often it reads the
+    # store, and how long it stays silent before a keep-alive comment.
+    stream_poll_seconds: float = 1.0
+    stream_keepalive_seconds: float = 15.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> Config:
@@ -166,6 +185,12 @@ class Config:
             provider_sync_interval_seconds=_float(
                 env, "SLOTWARD_PROVIDER_SYNC_INTERVAL", base.provider_sync_interval_seconds
             ),
+            stream_poll_seconds=_float(
+                env, "SLOTWARD_STREAM_POLL_SECONDS", base.stream_poll_seconds
+            ),
+            stream_keepalive_seconds=_float(
+                env, "SLOTWARD_STREAM_KEEPALIVE_SECONDS", base.stream_keepalive_seconds
+            ),
         )
 
     def check_logging(self) -> None:
@@ -227,6 +252,18 @@ class Config:
                 timeout=self.provider_timeout_seconds, allow_private_urls=self.allow_private_urls
             ),
             sync_interval=timedelta(seconds=self.provider_sync_interval_seconds),
+        )
+
+    def stream(self) -> StreamSettings:
+        """How the dashboard's event stream runs (api/dashboard.py)."""
+        if not 0.01 <= self.stream_poll_seconds <= 60:
+            raise ConfigError("SLOTWARD_STREAM_POLL_SECONDS must be 0.01 to 60 seconds")
+        if not 0.05 <= self.stream_keepalive_seconds <= 3600:
+            raise ConfigError("SLOTWARD_STREAM_KEEPALIVE_SECONDS must be 0.05 to 3600 seconds")
+        return StreamSettings(
+            poll_seconds=self.stream_poll_seconds,
+            keepalive_seconds=self.stream_keepalive_seconds,
+            recheck_seconds=self.key_cache_seconds,
         )
 
     def policy(self) -> Policy:

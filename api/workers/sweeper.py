@@ -1,6 +1,6 @@
 """The background sweeper: marks expired holds and emits ``hold.expired``,
-purges idempotency records and delivered outbox events past retention, and
-flushes replay counts.
+purges idempotency records and delivered outbox events past retention and
+expired dashboard sessions, and flushes replay counts.
 
 Reads never depend on it (a held hold past expiry already reads expired and
 never blocks); it makes the state and the events catch up.
@@ -17,6 +17,7 @@ from slotward.engine.usecases.calendar_writes import purge_written
 from slotward.engine.usecases.lifecycle import expire_due
 from slotward.engine.usecases.relay import purge_delivered
 from slotward.engine.usecases.retention import purge_expired, purge_replay_seconds
+from slotward.engine.usecases.sessions import purge_sessions
 
 __all__ = ["sweep_forever", "sweep_once"]
 
@@ -43,6 +44,8 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
         pass  # delivered events are kept as long as the answers are
     while await svc.store.write(lambda uow: purge_written(uow, svc.clock, retention, batch)):
         pass  # and so are the deletes of holds that are over from the calendars
+    while await svc.store.write(lambda uow: purge_sessions(uow, svc.clock, batch)):
+        pass  # an expired session is refused already: this only frees its row
     window = svc.policy.storm_window
     while await svc.store.write(lambda uow: purge_replay_seconds(uow, svc.clock, window)):
         pass  # one quiet tenant at a time

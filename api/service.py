@@ -27,6 +27,7 @@ from slotward.api.auditing import (
     verify_tenant_audit,
 )
 from slotward.api.bootstrap import Services
+from slotward.api.dashboard import audit_feed, audit_head, busiest_workflows, timeline
 from slotward.api.deciding import deciding
 from slotward.api.keys import ROLES, NewKey, create_key, issue_key, revoke_key, withdraw_key
 from slotward.api.ledger import acquire_execution, complete_execution, get_execution
@@ -56,7 +57,10 @@ __all__ = [
     "WRITERS",
     "NewKey",
     "acquire_execution",
+    "audit_feed",
+    "audit_head",
     "audited_tenants",
+    "busiest_workflows",
     "call_tool",
     "checkpoint_audit",
     "commit",
@@ -75,6 +79,7 @@ __all__ = [
     "require_role",
     "revoke_key",
     "seal_audit",
+    "timeline",
     "verify_chain",
     "verify_tenant_audit",
     "withdraw_key",

@@ -19,6 +19,8 @@ from slotward.api.http.other_handlers import OPENAPI
 from slotward.api.http.params import QUERY_NAMES, QUERY_REPEATABLE, check_query, refuse_nul
 from slotward.api.http.problems import problem_middleware
 from slotward.api.http.routes import Handler, Route
+from slotward.api.http.static_handlers import WEB_FILES, load_web_files
+from slotward.api.http.stream_handlers import CLOSING, close_streams
 from slotward.api.http.table import ROUTES
 from slotward.api.http.telemetry import observe_middleware
 from slotward.api.workers.providers import CalendarWriter, ProviderSync, writable_providers
@@ -42,6 +44,9 @@ def build_app(
     )
     app[SERVICES] = services
     app[OPENAPI] = json.dumps(build_openapi(ROUTES), separators=(",", ":")).encode()
+    app[WEB_FILES] = load_web_files()  # the dashboard's files: the allow-list, read once
+    app[CLOSING] = asyncio.Event()
+    app.on_shutdown.append(close_streams)  # open event streams end before the server waits
     for route in ROUTES:
         app.router.add_route(route.method, route.path, _strict_query(route))
     app.cleanup_ctx.append(

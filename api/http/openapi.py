@@ -12,6 +12,7 @@ from slotward.engine.rules.shapes import Field, Shape, collect_components
 
 __all__ = ["build_openapi"]
 
+_JSON = ("application/json",)
 _IDEMPOTENCY_HEADERS = {
     "Idempotency-Key": {
         "description": "The key this call was recorded under (derived or the client's)",
@@ -70,12 +71,14 @@ def _shapes_of(declared: Shape | Field | tuple[Shape | Field, ...] | None) -> li
 def _responses(route: Route) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for status, shape in sorted(route.responses.items()):
-        media = "application/json" if status < 400 else "application/problem+json"
+        media = route.media if status < 400 else ("application/problem+json",)
         entry: dict[str, Any] = {"description": f"{status}"}
         if shape is None and status >= 400:
             shape = PROBLEM
         if shape is not None:
-            entry["content"] = {media: {"schema": _schema(shape)}}
+            entry["content"] = {m: {"schema": _schema(shape)} for m in media}
+        elif status < 300 and status != 204 and route.media != _JSON:
+            entry["content"] = {m: {"schema": {"type": "string"}} for m in media}  # not JSON
         if route.mutating and (status < 300 or status == 409):
             required = not (route.sometimes_read_only and status == 200)
             entry["headers"] = {

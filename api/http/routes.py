@@ -52,3 +52,11 @@ class Route:
     # True where the handler takes an absent body as ``{}`` (release).
     body_optional: bool = False
     tag: str = "holds"
+    # The media types of its successful answers: JSON, or what a route that is
+    # no JSON API serves (the dashboard's files, a stream of server-sent events).
+    media: tuple[str, ...] = ("application/json",)
+
+    @property
+    def streams(self) -> bool:
+        """Whether its answer stays open, sending events as they come."""
+        return "text/event-stream" in self.media

@@ -90,6 +90,14 @@ class Client:
         ) as resp:
             return Answer(resp.status, dict(resp.headers), await resp.read())
 
+    async def open_stream(self, path: str, headers: dict[str, str] | None = None) -> Answer:
+        """GET ``path``, waiting for its head only if it answers an event stream (which
+        stays open: it is closed here, its body unread); any other answer is read whole."""
+        async with self._session.get(self._base + path, headers=self._headers(headers)) as resp:
+            if resp.content_type == "text/event-stream":
+                return Answer(resp.status, dict(resp.headers), b"")
+            return Answer(resp.status, dict(resp.headers), await resp.read())
+
     async def post(self, path: str, body: Any = None, **kw: Any) -> Answer:
         return await self.request("POST", path, body, **kw)
 

@@ -93,10 +93,14 @@ def live(
 
 
 # Negative data needs something to break: operations without a body or parameters have none.
+# An event stream never ends, so no call here could read its answer whole: its
+# parameters, hostile ones included, have their own test
+# (tests/e2e/test_dashboard_stream.py), which reads the head and closes.
 CASES = [
-    (route, mode) for route in ROUTES for mode in GenerationMode
+    (route, mode) for route in ROUTES if not route.streams for mode in GenerationMode
     if mode is GenerationMode.POSITIVE or route.request is not None or route.params
 ]  # fmt: skip
+STREAMS = [route.operation_id for route in ROUTES if route.streams]
 
 
 @pytest.mark.parametrize(
@@ -188,7 +192,7 @@ def test_stateful_sequences_conform(live: tuple[OpenApiSchema, str, str]) -> Non
     """Sequences along the links schemathesis infers: a created hold read, committed,
     released; an acquired execution completed and read; workflows and their holds."""
     schema, key, _ = live
-    machine = schema.as_state_machine()
+    machine = schema.exclude(operation_id=STREAMS).as_state_machine()
     headers = {"Authorization": f"Bearer {key}"}
 
     class Sequences(machine):  # type: ignore[misc,valid-type]

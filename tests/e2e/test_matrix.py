@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
+from slotward.api.http.routes import Route
 from slotward.api.http.table import ROUTES
-from tests.e2e.conftest import HOLD_BODY, Client, Server
+from tests.e2e.conftest import HOLD_BODY, Answer, Client, Server
 
 ALL = frozenset({"agent", "reviewer", "admin"})
 WRITERS = frozenset({"agent", "admin"})
@@ -33,6 +34,9 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/attendees"): ADMIN,
     ("GET", "/v1/audit"): ALL,
     ("GET", "/v1/audit/verify"): ALL,
+    ("GET", "/v1/audit/stream"): ALL,
+    ("GET", "/v1/timeline"): ALL,
+    ("GET", "/v1/workflows"): ALL,
     ("POST", "/v1/webhooks"): ADMIN,
     ("GET", "/v1/webhooks"): ADMIN,
     ("GET", "/v1/webhooks/{webhook_id}"): ADMIN,
@@ -129,6 +133,8 @@ def _call(method: str, path: str, ids: dict[str, str]) -> tuple[str, Any]:
     }  # fmt: skip
     if path == "/v1/availability":
         concrete += "?attendees=alex@example.com&from=2030-10-14T00:00:00Z&to=2030-10-15T00:00:00Z"
+    if path == "/v1/timeline":
+        concrete += "?from=2030-10-14T00:00:00Z&to=2030-10-15T00:00:00Z"
     return concrete, bodies.get(path) if method in ("POST", "PUT") else None
 
 
@@ -138,7 +144,7 @@ async def test_every_role_on_every_route(server: Server, route: Any, role: str) 
     ids = await _objects(server)
     client = await server.key(agent=f"caller-{role}", role=role)  # type: ignore[arg-type]
     path, body = _call(route.method, route.path, ids)
-    answer = await client.request(route.method, path, body)
+    answer = await _ask(client, route, path, body)
     allowed = role in ALLOWED[(route.method, route.path)]
     refused = answer.status == 403 and answer.json.get("code") == "role_forbidden"
     assert refused == (not allowed), (answer.status, answer.body[:300])
@@ -160,6 +166,13 @@ async def test_a_reviewer_may_still_find_free_slots_through_a_tool_call(server: 
     }  # fmt: skip
     answer = await reviewer.post("/v1/tool-calls", call)
     assert answer.status == 200
+
+
+async def _ask(client: Client, route: Route, path: str, body: Any) -> Answer:
+    """The route's answer; of an event stream, its head (the stream stays open)."""
+    if route.streams:
+        return await client.open_stream(path)
+    return await client.request(route.method, path, body)
 
 
 @pytest.mark.parametrize(
@@ -197,6 +210,7 @@ def _aimed_at(owner: dict[str, str]) -> dict[str, list[str]]:
         "state": ["pending", "delivered", "dead"],
         "duration_minutes": ["30"],
         "format": ["openai", "anthropic", "mcp"],  # the tools: the same for every tenant
+        "after": ["0"],  # the stream's: its own test reads it (tests/e2e/test_dashboard_stream.py)
         "checkpoint": ["swcp1.e30.AAAA"],  # tests/e2e/test_audit_tamper.py aims real ones
     }
 
@@ -223,7 +237,9 @@ async def test_no_list_parameter_reaches_another_tenant(server: Server) -> None:
     })  # fmt: skip
     # An admin: the strongest stranger, who may call every list (some are admins' only).
     other = await server.key(tenant="globex", agent="other", role="admin")
-    lists = [r for r in AUTHENTICATED if r.method == "GET" and "{" not in r.path]
+    # An event stream never ends: tests/e2e/test_dashboard_stream.py shows a stranger's
+    # stream has none of another tenant's entries.
+    lists = [r for r in AUTHENTICATED if r.method == "GET" and "{" not in r.path and not r.streams]
     asked = 0
     for route in lists:
         base = {p.name: aimed[p.name][0] for p in route.params if p.required}

@@ -52,6 +52,10 @@ def test_the_wheel_holds_every_module_and_its_data_under_slotward(tmp_path: Path
         expected - set(names)
     )
     assert "slotward/adapters/store/migrations/script.py.mako" in names
+    web = {n for n in names if n.startswith("slotward/api/web/")}
+    assert "slotward/api/web/index.html" in web  # the dashboard, served from the package
+    assert web == {f"slotward/api/{p.relative_to(tree / 'api').as_posix()}"
+                   for p in (tree / "api" / "web").iterdir()}  # fmt: skip
     tops = {name.split("/")[0] for name in names}
     assert {top for top in tops if not top.endswith(".dist-info")} == {"slotward"}
     assert not [n for n in names if n.startswith(("slotward/tests/", "tests/"))]

@@ -20,7 +20,7 @@ from importlib.resources.abc import Traversable
 
 from aiohttp import web
 
-__all__ = ["SECURITY_HEADERS", "WEB_FILES", "WEB_TYPES", "WebFile", "dashboard_file",
+__all__ = ["SECURITY_HEADERS", "WEB_FILES", "WEB_NAME", "WEB_TYPES", "WebFile", "dashboard_file",
            "dashboard_index", "load_web_files"]  # fmt: skip
 
 # What a file's suffix serves as; a file of any other suffix is not served.
@@ -34,7 +34,9 @@ WEB_TYPES: Mapping[str, str] = {
     ".woff2": "font/woff2",
 }
 _TEXT = frozenset({".html", ".js", ".css", ".svg"})
-_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+# A file's name: a letter or digit first (no dot file, no "..").
+WEB_NAME = "^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$"
+_NAME = re.compile(WEB_NAME)
 INDEX = "index.html"
 SECURITY_HEADERS: Mapping[str, str] = {
     "Content-Security-Policy": (

@@ -9,6 +9,7 @@ from types import TracebackType
 from sqlalchemy import Connection, bindparam, insert, select, text, union, update
 
 from slotward.adapters.store import tables as t
+from slotward.adapters.store.approval_repos import SqlApprovals, SqlSessions
 from slotward.adapters.store.calendar_repos import SqlCalendars, SqlMirror
 from slotward.adapters.store.calendar_write_repos import SqlCalendarWrites
 from slotward.adapters.store.delivery_repos import SqlDeliveries
@@ -283,6 +284,8 @@ class SqlUnitOfWork:
         self.keys = SqlKeys(db)
         self.workflows = SqlWorkflows(db)
         self.stats = SqlStats(db)
+        self.approvals = SqlApprovals(db)
+        self.sessions = SqlSessions(db)
 
     def __enter__(self) -> SqlUnitOfWork:
         self.holds.forget()

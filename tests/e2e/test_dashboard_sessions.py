@@ -209,3 +209,28 @@ async def test_no_token_or_key_reaches_a_log_line_or_an_error_answer(
     assert not [s for s in (*secrets, browser.csrf) if s in output]
     assert SESSION_COOKIE not in output
     assert "Cookie" not in output
+
+
+HOSTILE_COOKIES = [
+    f"{SESSION_COOKIE}=", f'{SESSION_COOKIE}="', f'{SESSION_COOKIE}="{"A" * 43}"',
+    f"{SESSION_COOKIE}={'A' * 43}", f"{SESSION_COOKIE}={'A' * 8000}",
+    f"{SESSION_COOKIE}=../../etc/passwd", f"{SESSION_COOKIE}=%00{'A' * 40}",
+    f"{SESSION_COOKIE}=a; {SESSION_COOKIE}=b", f"{SESSION_COOKIE}=\u00e9{'A' * 42}",
+    "other=1; =; ;;", f"{SESSION_COOKIE}",
+]  # fmt: skip
+
+
+async def test_a_hostile_cookie_is_no_session_and_never_a_500(server: Server) -> None:
+    browser = await sign_in(server)  # a live session exists; none of these names it
+    for cookie in HOSTILE_COOKIES:
+        for method, path in (("GET", "/v1/audit"), ("GET", "/v1/session"),
+                             ("POST", "/v1/attendees")):  # fmt: skip
+            answer = await browser.client.request(
+                method, path, DIRECTORY if method == "POST" else None,
+                headers={"Cookie": cookie, "X-CSRF-Token": browser.csrf},
+            )  # fmt: skip
+            assert answer.status == 401, (cookie, path, answer.status, answer.body[:200])
+            assert answer.json["code"] in ("invalid_session", "missing_api_key"), cookie
+        out = await browser.client.request("DELETE", "/v1/session", headers={"Cookie": cookie})
+        assert out.status == 204, cookie
+    assert _sessions(server) == 1

@@ -58,14 +58,13 @@ AWAITING = (
 _BY_CODE = {
     "approval_denied": (
         "A person denied this commit (`approval.note` may say why): do not commit it again. "
-        f"Tell the user; release the hold with {RELEASE_HOLD.name} unless they want to "
-        "change the plan."
+        f"Tell the user, and release the hold with {RELEASE_HOLD.name} so its slot is free "
+        "for others."
     ),
     "approval_expired": (
-        "Nobody approved this commit in time and the hold was not kept: do not commit it "
-        "again. Tell the user; to ask again, call "
-        f"{CREATE_HOLD.name} for the slot with a new `step` (or another slot), then "
-        f"{COMMIT_HOLD.name}."
+        "Nobody decided on this commit in time, and its hold lapsed with the approval: do not "
+        f"commit it again. Tell the user; to ask again, call {CREATE_HOLD.name} for the slot "
+        f"with a new `step` (or for another slot), then {COMMIT_HOLD.name}."
     ),
 }
 

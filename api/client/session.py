@@ -294,10 +294,12 @@ class Slotward:
         Long polls of up to 60 s each, answered the moment a person decides;
         when ``timeout`` is over, the poll in flight is dropped and the
         approval read once more, so what comes back is its status then
-        (``pending`` if nobody has decided yet).
+        (``pending`` if nobody has decided yet). A ``timeout`` of 0 reads it once.
         """
         if not (math.isfinite(timeout) and timeout >= 0):
             raise ValueError("timeout must be a finite number of seconds, 0 or more")
+        if timeout == 0:
+            return await self.get_approval(approval_id)
         wait = min(MAX_WAIT, max(1, math.ceil(timeout)))
         try:
             async with asyncio.timeout(timeout):

@@ -48,8 +48,9 @@ def secret(client: Client) -> str:
 
 
 @asynccontextmanager
-async def gated(server: Server) -> AsyncIterator[tuple[Slotward, Slotward]]:
-    """The booking agent's client and a reviewer's, on a tenant whose policy gates commits."""
+async def gated(server: Server) -> AsyncIterator[tuple[Slotward, Slotward, str]]:
+    """The booking agent's client, a reviewer's and the agent's key, on a tenant whose
+    policy gates commits."""
     admin = await server.key(agent="ops", role="admin")
     assert (await admin.request("PUT", "/v1/approval-policy", POLICY)).status == 200
     agent = await server.key(agent="booker")
@@ -58,7 +59,7 @@ async def gated(server: Server) -> AsyncIterator[tuple[Slotward, Slotward]]:
         Slotward(server.base, secret(agent)) as booker,
         Slotward(server.base, secret(reviewer)) as ana,
     ):
-        yield booker, ana
+        yield booker, ana, secret(agent)
 
 
 async def pending_commit(booker: Slotward, **change: Any) -> tuple[Hold, ApprovalPending]:
@@ -77,7 +78,7 @@ def polled(server: Server) -> bool:
 async def test_a_gated_commit_waits_in_commit_when_approved_until_a_reviewer_approves(
     server: Server,
 ) -> None:
-    async with gated(server) as (booker, ana):
+    async with gated(server) as (booker, ana, key):
         hold, waiting = await pending_commit(booker)
         approval = waiting.approval
         assert (waiting.status, waiting.code, waiting.retryable) == (202, "approval_required", True)
@@ -87,6 +88,8 @@ async def test_a_gated_commit_waits_in_commit_when_approved_until_a_reviewer_app
         assert (waiting.hold.id, waiting.hold.status) == (hold.id, "held")
         assert waiting.hold.expires_at == approval.expires_at  # the approval keeps it alive
         assert waiting.idempotency_key is not None
+        seen = [str(waiting), repr(waiting), repr(waiting.problem), repr(approval)]
+        assert not [line for line in seen if key in line or key.split(".")[-1] in line]
         assert [a.id for a in await ana.list_approvals(status="pending")] == [approval.id]
         assert hold.token is not None
         booking = asyncio.create_task(booker.commit_when_approved(hold.id, hold.token, timeout=60))
@@ -107,7 +110,7 @@ async def test_a_gated_commit_waits_in_commit_when_approved_until_a_reviewer_app
 
 @SQLITE
 async def test_a_denial_and_an_expiry_raise_approval_refused(server: Server) -> None:
-    async with gated(server) as (booker, ana):
+    async with gated(server) as (booker, ana, _):
         denied, waiting = await pending_commit(booker)
         assert denied.token is not None
         booking = asyncio.create_task(
@@ -174,6 +177,7 @@ async def test_a_long_poll_answers_when_the_decision_lands_and_outlives_the_time
         asked = await sw.request_approval(**REFUND)
         still = await sw.wait_for_approval(asked.id, timeout=2)
         assert (still.id, still.status) == (asked.id, "pending")  # the time was up, no error
+        await until(lambda: len(server.services.completions) == 0)  # that poll has ended
         read = asyncio.create_task(sw.get_approval(asked.id, wait=60))
         await until(lambda: polled(server))
         await ana.decide_approval(asked.id, "deny", "not this order")

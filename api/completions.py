@@ -1,4 +1,5 @@
-"""Wakes the callers waiting (``wait_ms``) for an execution to complete.
+"""Wakes the callers waiting (``wait_ms``) for an execution to complete, and
+those waiting (``wait``) for an approval's decision.
 
 A waiter registers before it first looks at the store, so a completion that
 commits between that look and the wait still wakes it. A completion in this
@@ -12,8 +13,10 @@ which of the awaited keys have settled, and wakes theirs: a slow fallback
 whose cost does not grow with the number of waiters (a read each per waiter,
 ten times a second, slowed other tenants down before).
 
-Approvals' long-poll is meant to reuse this: any "wait until that row changes"
-keyed by tenant and a name, with its own ``look``.
+Approvals' long poll reuses it (api/approvals.py): a decision notifies the
+name :func:`~slotward.api.waits.wait_name` gives its approval, and the
+fallback look reads executions' keys and approvals alike
+(:func:`~slotward.api.waits.settled_waits`).
 """
 
 from __future__ import annotations

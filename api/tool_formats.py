@@ -21,9 +21,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
-from slotward.api.http import schemas
+from slotward.api.http import approval_schemas, schemas
 from slotward.engine.errors import ValidationFailed
-from slotward.engine.rules.shapes import Shape, collect_components
+from slotward.engine.rules.shapes import Field, Shape, collect_components
 from slotward.engine.tools import (
     COMMIT_HOLD,
     CREATE_HOLD,
@@ -36,6 +36,7 @@ from slotward.engine.tools import (
 __all__ = [
     "DEFAULT_FORMAT",
     "FORMATS",
+    "OTHER_OUTPUTS",
     "OUTPUTS",
     "SESSION_FIELDS",
     "Format",
@@ -70,6 +71,20 @@ OUTPUTS: Mapping[str, Shape] = {
     RELEASE_HOLD.name: schemas.HOLD,
     FIND_FREE_SLOTS.name: schemas.AVAILABILITY,
 }
+
+# A commit a person must approve first answers this instead (202,
+# docs/approvals.md), no error either: over MCP with ``next``, what the model
+# does meanwhile (api/mcp/results.py). MCP clients check a result against the
+# output schema, so the tool's schema admits both answers.
+_AWAITING = Shape(
+    "ApprovalRequiredResult",
+    (
+        *approval_schemas.APPROVAL_REQUIRED.fields,
+        Field("next", "string", description="What to do meanwhile (over MCP)"),
+    ),
+    description=approval_schemas.APPROVAL_REQUIRED.description,
+)
+OTHER_OUTPUTS: Mapping[str, tuple[Shape, ...]] = {COMMIT_HOLD.name: (_AWAITING,)}
 
 # The envelope's members a tool keyed by its workflow takes as arguments over MCP.
 SESSION_FIELDS = ("workflow_id", "step")
@@ -106,10 +121,18 @@ def mcp_input_schema(tool: Tool) -> dict[str, Any]:
 
 
 def output_schema(tool: Tool) -> dict[str, Any]:
-    """The document the tool answers on success, with its nested shapes under ``$defs``."""
-    shape = OUTPUTS[tool.name]
-    schema = shape.json_schema()
-    nested = {n: s for n, s in collect_components([shape]).items() if n != shape.name}
+    """The document the tool answers on success, with its nested shapes under ``$defs``;
+    ``anyOf`` them where it has other answers (an object at the root, as MCP wants)."""
+    shape, *others = (OUTPUTS[tool.name], *OTHER_OUTPUTS.get(tool.name, ()))
+    if others:
+        schema: dict[str, Any] = {
+            "type": "object",
+            "anyOf": [{"$ref": _REF_PREFIX + s.name} for s in (shape, *others)],
+        }
+        nested = collect_components([shape, *others])
+    else:
+        schema = shape.json_schema()
+        nested = {n: s for n, s in collect_components([shape]).items() if n != shape.name}
     if nested:
         schema["$defs"] = nested
     local: dict[str, Any] = _local_refs(schema)

@@ -258,7 +258,9 @@ COMMIT_HOLD = Tool(
         "Give the hold's id and the token that create answered. Only the agent that placed "
         "the hold may commit it. A hold that expired can still be committed while its slot "
         "is free; once another booking took the slot the call fails (hold_expired, "
-        "hold_preempted): find another slot and create again. " + _RETRY
+        "hold_preempted): find another slot and create again. Where a person must approve "
+        "the booking first, the answer says approval_required: tell the user, and call this "
+        "again later with the same arguments; it commits once approved. " + _RETRY
     ),
     fields=(_HOLD_ID, _TOKEN),
     identity=("hold_id",),

@@ -50,7 +50,13 @@ class Call:
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300
+        """The call's effect is acknowledged: a 2xx, but not 202.
+
+        A 202 (a commit waiting for a person's approval) acknowledges nothing of
+        the call: nothing is recorded under its key, and the same call answers
+        its outcome later (DESIGN 6, "Approvals").
+        """
+        return self.status is not None and 200 <= self.status < 300 and self.status != 202
 
     @property
     def may_have_acted(self) -> bool:

@@ -10,23 +10,37 @@
         except SlotConflict as taken:
             ...  # taken.alternatives: free slots of the same length, nearest first
         else:
-            await sw.commit_hold(hold.id, hold.token)
+            await sw.commit_hold(hold.id, hold.token)  # ApprovalPending: a person decides first
+
+A commit that a tenant's policy sends to a person raises ``ApprovalPending``;
+``commit_when_approved`` waits for the decision (long polls) and commits, or
+raises ``ApprovalRefused``. ``request_approval``, ``get_approval``,
+``wait_for_approval``, ``list_approvals`` and ``decide_approval`` (a
+reviewer's key) are the rest of approvals (docs/approvals.md).
 
 The client retries what may succeed on a second try (no answer, 429, 503, 409
 ``request_in_progress``) with the same body, honouring ``Retry-After``: the
 server derives the key from the call's intent, so a retry lands once and
 answers the first result (``hold.replayed``). docs/client.md is the tour.
 
-The parts: the async client (api/client/session.py), its retries
-(api/client/retry.py), typed answers (api/client/results.py), errors
+The parts: the async client (api/client/session.py), the wire and its retries
+(api/client/wire.py, api/client/retry.py), typed answers (api/client/results.py), errors
 (api/client/errors.py) and the sync wrapper (api/client/sync.py).
 """
 
 from __future__ import annotations
 
-from slotward.api.client.errors import HoldLost, SlotConflict, SlotwardError, Unreachable
+from slotward.api.client.errors import (
+    ApprovalPending,
+    ApprovalRefused,
+    HoldLost,
+    SlotConflict,
+    SlotwardError,
+    Unreachable,
+)
 from slotward.api.client.results import (
     Alternative,
+    Approval,
     Availability,
     Busy,
     Conflict,
@@ -40,6 +54,9 @@ from slotward.api.client.sync import SyncSlotward
 
 __all__ = [
     "Alternative",
+    "Approval",
+    "ApprovalPending",
+    "ApprovalRefused",
     "Availability",
     "Busy",
     "Conflict",

@@ -12,7 +12,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Alternative", "Availability", "Busy", "Conflict", "Hold", "Interval", "ToolAnswer"]
+__all__ = [
+    "Alternative",
+    "Approval",
+    "Availability",
+    "Busy",
+    "Conflict",
+    "Hold",
+    "Interval",
+    "ToolAnswer",
+]
 
 
 def _str(doc: Mapping[str, Any], name: str) -> str | None:
@@ -164,6 +173,68 @@ class Hold:
             replayed=replayed,
             idempotency_key=heard.get("idempotency-key") or _str(doc, "key"),
             status_now=heard.get("slotward-hold-status", status),
+        )
+
+
+@dataclass(frozen=True)
+class Approval:
+    """An approval document (docs/approvals.md), with what the answer's headers said.
+
+    ``status`` is ``pending``, ``approved``, ``denied`` or ``expired``;
+    ``evidence`` is the JSON value the agent gave, ``action`` what it gates
+    (``{"type": "hold.commit", "hold_id": ...}`` for a hold's commit, then
+    ``hold_id`` names the hold). ``requested_by`` and ``decided_by`` are agent
+    ids; ``note`` is the reviewer's. ``replayed`` is true when a request was
+    answered with its stored first answer (``Idempotent-Replayed: true``); then
+    ``status_now`` is the approval's status at the time of the replay
+    (``Slotward-Approval-Status``), which may differ from ``status``, the status
+    in the first answer. Elsewhere ``status_now`` is ``status``.
+    """
+
+    id: str
+    key: str | None
+    workflow_id: str | None
+    status: str | None
+    summary: str | None
+    evidence: Any = field(repr=False)
+    action: dict[str, Any] | None
+    hold_id: str | None
+    requested_by: str | None
+    decided_by: str | None
+    decided_at: str | None
+    note: str | None
+    created_at: str | None
+    expires_at: str | None
+    raw: dict[str, Any] = field(repr=False, compare=False)
+    replayed: bool = False
+    idempotency_key: str | None = None
+    status_now: str | None = None
+
+    @classmethod
+    def parse(cls, doc: Mapping[str, Any], headers: Mapping[str, str] | None = None) -> Approval:
+        """The approval in ``doc``; ``headers`` are the answer's (any mapping; case as sent)."""
+        heard = {k.lower(): v for k, v in (headers or {}).items()}
+        status = _str(doc, "status")
+        action = doc.get("action")
+        return cls(
+            id=_str(doc, "id") or "",
+            key=_str(doc, "key"),
+            workflow_id=_str(doc, "workflow_id"),
+            status=status,
+            summary=_str(doc, "summary"),
+            evidence=doc.get("evidence"),
+            action=action if isinstance(action, dict) else None,
+            hold_id=_str(doc, "hold_id"),
+            requested_by=_str(doc, "requested_by"),
+            decided_by=_str(doc, "decided_by"),
+            decided_at=_str(doc, "decided_at"),
+            note=_str(doc, "note"),
+            created_at=_str(doc, "created_at"),
+            expires_at=_str(doc, "expires_at"),
+            raw=dict(doc),
+            replayed=heard.get("idempotent-replayed") == "true",
+            idempotency_key=heard.get("idempotency-key") or _str(doc, "key"),
+            status_now=heard.get("slotward-approval-status", status),
         )
 
 

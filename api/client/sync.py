@@ -14,9 +14,9 @@ import threading
 import weakref
 from collections.abc import Coroutine
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from slotward.api.client.results import Availability, Hold, ToolAnswer
+from slotward.api.client.results import Approval, Availability, Hold, ToolAnswer
 from slotward.api.client.session import Slotward
 
 __all__ = ["SyncSlotward"]
@@ -159,6 +159,10 @@ class SyncSlotward:
         """See :meth:`Slotward.commit_hold`."""
         return self._run(self._client.commit_hold(hold_id, token))
 
+    def commit_when_approved(self, hold_id: str, token: int, *, timeout: float) -> Hold:
+        """See :meth:`Slotward.commit_when_approved`."""
+        return self._run(self._client.commit_when_approved(hold_id, token, timeout=timeout))
+
     def release_hold(self, hold_id: str) -> Hold:
         """See :meth:`Slotward.release_hold`."""
         return self._run(self._client.release_hold(hold_id))
@@ -215,3 +219,41 @@ class SyncSlotward:
         return self._run(
             self._client.tool_answer(tool, arguments, workflow_id=workflow_id, step=step)
         )
+
+    def request_approval(
+        self,
+        summary: str,
+        evidence: Any,
+        *,
+        action: dict[str, Any] | None = None,
+        workflow_id: str | None = None,
+        step: int | None = None,
+        expires_in_seconds: int | None = None,
+    ) -> Approval:
+        """See :meth:`Slotward.request_approval`."""
+        return self._run(
+            self._client.request_approval(
+                summary, evidence, action=action, workflow_id=workflow_id, step=step,
+                expires_in_seconds=expires_in_seconds,
+            )
+        )  # fmt: skip
+
+    def get_approval(self, approval_id: str, *, wait: int = 0) -> Approval:
+        """See :meth:`Slotward.get_approval`."""
+        return self._run(self._client.get_approval(approval_id, wait=wait))
+
+    def wait_for_approval(self, approval_id: str, *, timeout: float) -> Approval:
+        """See :meth:`Slotward.wait_for_approval`."""
+        return self._run(self._client.wait_for_approval(approval_id, timeout=timeout))
+
+    def list_approvals(
+        self, *, status: str | list[str] | None = None, limit: int | None = None
+    ) -> list[Approval]:
+        """See :meth:`Slotward.list_approvals`."""
+        return self._run(self._client.list_approvals(status=status, limit=limit))
+
+    def decide_approval(
+        self, approval_id: str, decision: Literal["approve", "deny"], note: str | None = None
+    ) -> Approval:
+        """See :meth:`Slotward.decide_approval`."""
+        return self._run(self._client.decide_approval(approval_id, decision, note))

@@ -5,8 +5,11 @@ problem+json body the HTTP API answers (RFC 9457: code, detail, retryable and
 the code's own members, such as a conflict's ``conflicts`` and
 ``alternatives``). Over MCP a problem is a tool error result (``isError``)
 whose structured content is that problem plus ``next``: what the model should
-do about it. Nothing else reaches the model: an unexpected failure is logged
-here and answered as ``internal_error``, never with its traceback or message.
+do about it. A commit that waits for a person's approval (the HTTP API's 202,
+``outcome: "approval_required"``) is no error: nothing went wrong, the
+booking is on its way; its result carries ``next`` too. Nothing else reaches
+the model: an unexpected failure is logged here and answered as
+``internal_error``, never with its traceback or message.
 """
 
 from __future__ import annotations
@@ -28,9 +31,9 @@ from slotward.engine.errors import (
     Unauthenticated,
     ValidationFailed,
 )
-from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS
+from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, FIND_FREE_SLOTS, RELEASE_HOLD
 
-__all__ = ["NO_KEY", "Answer", "next_step", "problem_answer", "tool_result"]
+__all__ = ["AWAITING", "NO_KEY", "Answer", "next_step", "problem_answer", "tool_result"]
 
 # What a call without an API key is told (missing_api_key), embedded or remote.
 NO_KEY = (
@@ -40,6 +43,30 @@ NO_KEY = (
 # _meta members of a result (MCP reserves unprefixed names).
 REPLAYED = "slotward/replayed"
 IDEMPOTENCY_KEY = "slotward/idempotency_key"
+
+# The outcome of a commit that waits for a person (docs/approvals.md), and what
+# the model does meanwhile: nothing but tell the user, and commit again later.
+APPROVAL_REQUIRED = "approval_required"
+AWAITING = (
+    "A person must approve this commit first: nothing is booked yet, and the hold is kept "
+    "for you while `approval` is pending (until `approval.expires_at`). Tell the user it "
+    f"awaits approval. Later, call {COMMIT_HOLD.name} again with the same `hold_id` and "
+    "`token`: it answers the same while nobody has decided, commits once approved, or "
+    "fails with approval_denied. Do not place another hold for this meeting."
+)
+# Codes whose advice is their own rather than their family's.
+_BY_CODE = {
+    "approval_denied": (
+        "A person denied this commit (`approval.note` may say why): do not commit it again. "
+        f"Tell the user, and release the hold with {RELEASE_HOLD.name} so its slot is free "
+        "for others."
+    ),
+    "approval_expired": (
+        "Nobody decided on this commit in time, and its hold lapsed with the approval: do not "
+        f"commit it again. Tell the user; to ask again, call {CREATE_HOLD.name} for the slot "
+        f"with a new `step` (or for another slot), then {COMMIT_HOLD.name}."
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -67,6 +94,8 @@ def problem_answer(error: SlotwardError) -> Answer:
 def next_step(problem: dict[str, Any]) -> str:
     """What a model should do about ``problem``, by its code's family (engine/codes.py)."""
     code = problem.get("code")
+    if isinstance(code, str) and code in _BY_CODE:
+        return _BY_CODE[code]
     known = CODES.get(code) if isinstance(code, str) else None
     family = known.family if known is not None else None
     if family is not None and issubclass(family, SlotConflict):
@@ -107,16 +136,23 @@ def _after_conflict(problem: dict[str, Any]) -> str:
 
 
 def tool_result(answer: Answer) -> CallToolResult:
-    """The MCP tool result: structured content always, and the same JSON as text."""
+    """The MCP tool result: structured content always, and the same JSON as text.
+
+    A problem is an error result with ``next``; a commit waiting for a person
+    is a result with ``next`` (:data:`AWAITING`), not an error.
+    """
     meta: dict[str, Any] = {}
     if answer.replayed is not None:
         meta[REPLAYED] = answer.replayed
     if answer.idempotency_key is not None:
         meta[IDEMPOTENCY_KEY] = answer.idempotency_key
     if not answer.is_problem:
+        document = answer.document
+        if document.get("outcome") == APPROVAL_REQUIRED:
+            document = {**document, "next": AWAITING}
         return CallToolResult(
-            content=[TextContent(type="text", text=_json(answer.document))],
-            structured_content=answer.document,
+            content=[TextContent(type="text", text=_json(document))],
+            structured_content=document,
             _meta=meta or None,
         )
     problem = {**answer.document, "next": next_step(answer.document)}

@@ -39,7 +39,9 @@ INSTRUCTIONS = (
     "read-only tool, hold it, then commit it (or release it when the plan changes). Every call "
     "is safe to retry: the same call lands once and answers as the first did. A tool error "
     "carries `code`, `detail`, `retryable` and `next`, what to do about it; a slot conflict "
-    "carries `alternatives`."
+    "carries `alternatives`. A commit may need a person's approval first: it then answers "
+    "`outcome: approval_required` (no error) with the `approval`, and its `next` says what to "
+    "do: tell the user, and commit again later."
 )
 
 

@@ -85,11 +85,30 @@ def live(
     proc, base, key = _serve(url, log)
     try:
         schema = schemathesis.openapi.from_url(f"{base}/openapi.json")
+        schema.hook(_no_long_polls)
         yield schema, key, base
     finally:
         proc.terminate()
         proc.wait(timeout=60)
     assert "Traceback" not in log.read_text(), log.read_text()[-3000:]  # nothing unhandled
+
+
+def map_query(context: Any, query: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A valid ``wait`` (an approval's long poll, up to 60 s) is sent as 0.
+
+    Every approval the fuzzer opens stays pending, so each read of it with a
+    wait would hold the example for up to a minute: the fuzz run would measure
+    patience, and a replayed example would see another state of the server.
+    The long poll has its own tests (tests/e2e/test_approvals.py); a wait out of
+    bounds is still sent as generated, to be refused.
+    """
+    wait = None if query is None else query.get("wait")
+    if isinstance(wait, int) and not isinstance(wait, bool) and 0 < wait <= 60:
+        return {**(query or {}), "wait": 0}
+    return query
+
+
+_no_long_polls = map_query  # registered on each schema (schemathesis knows hooks by name)
 
 
 # Negative data needs something to break: operations without a body or parameters have none.

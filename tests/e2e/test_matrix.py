@@ -18,6 +18,7 @@ from tests.e2e.conftest import HOLD_BODY, Answer, Client, Server
 ALL = frozenset({"agent", "reviewer", "admin"})
 WRITERS = frozenset({"agent", "admin"})
 ADMIN = frozenset({"admin"})
+REVIEWERS = frozenset({"reviewer", "admin"})
 ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", "/v1/holds"): WRITERS,
     ("GET", "/v1/holds"): ALL,
@@ -49,6 +50,12 @@ ALLOWED: dict[tuple[str, str], frozenset[str]] = {
     ("PUT", "/v1/attendees/{attendee}/calendar"): ADMIN,
     ("GET", "/v1/attendees/{attendee}/calendar"): ADMIN,
     ("DELETE", "/v1/attendees/{attendee}/calendar"): ADMIN,
+    ("POST", "/v1/approvals"): WRITERS,
+    ("GET", "/v1/approvals"): ALL,
+    ("GET", "/v1/approvals/{approval_id}"): ALL,
+    ("POST", "/v1/approvals/{approval_id}/decision"): REVIEWERS,
+    ("PUT", "/v1/approval-policy"): ADMIN,
+    ("GET", "/v1/approval-policy"): ALL,
 }
 AUTHENTICATED = [r for r in ROUTES if r.auth]
 # Allowed by role, then refused for another documented reason: the caller is
@@ -70,6 +77,7 @@ CALENDAR = {"provider": "caldav", "url": "http://127.0.0.1:9/dav/alex/"}
 # Attendees are names within a tenant: a stranger's PUT binds an attendee of its
 # own tenant that has the same name, which is no leak (checked below), not a 404.
 BINDS_ITS_OWN = {("PUT", "/v1/attendees/{attendee}/calendar")}
+APPROVAL = {"workflow_id": "wf-matrix", "summary": "Refund order 1", "evidence": {"order": 1}}
 
 
 @pytest.fixture
@@ -97,6 +105,8 @@ async def _objects(server: Server) -> dict[str, str]:
     assert webhook.status == 201, webhook.body[:300]
     events = await admin.get("/v1/outbox")
     [event] = [e for e in events.json["items"] if e["hold_id"] == hold.json["id"]]
+    approval = await owner.post("/v1/approvals", APPROVAL)
+    assert approval.status == 201, approval.body[:300]
     attendee = "room-matrix"  # booked by no call here: its failing calendar blocks none
     bound = await admin.request("PUT", f"/v1/attendees/{attendee}/calendar", CALENDAR)
     assert bound.status == 200, bound.body[:300]
@@ -107,6 +117,7 @@ async def _objects(server: Server) -> dict[str, str]:
         "workflow_id": HOLD_BODY["workflow_id"],
         "webhook_id": webhook.json["id"],
         "event_id": event["id"],
+        "approval_id": approval.json["id"],
     }
 
 
@@ -130,6 +141,9 @@ def _call(method: str, path: str, ids: dict[str, str]) -> tuple[str, Any]:
         "/v1/webhooks/{webhook_id}/enable": {},
         "/v1/outbox/{event_id}/redrive": {},
         "/v1/attendees/{attendee}/calendar": CALENDAR,
+        "/v1/approvals": {**APPROVAL, "step": 2},
+        "/v1/approvals/{approval_id}/decision": {"decision": "approve"},
+        "/v1/approval-policy": {"require_approval": {}},
     }  # fmt: skip
     if path == "/v1/availability":
         concrete += "?attendees=alex@example.com&from=2030-10-14T00:00:00Z&to=2030-10-15T00:00:00Z"
@@ -199,10 +213,16 @@ async def test_another_tenants_ids_answer_404_on_every_route(server: Server, rou
 def _aimed_at(owner: dict[str, str]) -> dict[str, list[str]]:
     return {
         "workflow_id": [owner["workflow_id"]],
-        "status": ["held,committed,released,expired,preempted"],
+        "status": ["held,committed,released,expired,preempted", "pending,approved,denied,expired"],
         "attendee": [owner["email"]],
         "attendees": [owner["email"]],
-        "cursor": [owner["holds_cursor"], owner["audit_cursor"], "0", "1"],
+        "cursor": [
+            owner["holds_cursor"],
+            owner["audit_cursor"],
+            owner["approvals_cursor"],
+            "0",
+            "1",
+        ],
         "limit": ["1", "200"],
         "from": ["2030-10-01T00:00:00Z"],
         "to": ["2030-10-30T00:00:00Z"],
@@ -228,12 +248,18 @@ async def test_no_list_parameter_reaches_another_tenant(server: Server) -> None:
     for _ in range(2):  # two, so a list of one has a next cursor
         webhook = (await admin.post("/v1/webhooks", WEBHOOK)).json
         secrets |= {webhook["id"], webhook["secret"]}
+    for n in range(2):  # two, so a list of one has a next cursor
+        asked_for = {**APPROVAL, "step": n, "summary": f"acme secret approval {n}"}
+        made = (await owner.post("/v1/approvals", asked_for)).json
+        secrets |= {made["id"], made["key"], asked_for["summary"]}
     holds = (await owner.get("/v1/holds?limit=1")).json
     audit = (await owner.get("/v1/audit?limit=1")).json
+    approvals = (await owner.get("/v1/approvals?limit=1")).json
     secrets |= {e["hash"] for e in (await owner.get("/v1/audit")).json["items"]}
     aimed = _aimed_at({
         "workflow_id": HOLD_BODY["workflow_id"], "email": "only-acme@example.com",
         "holds_cursor": holds["next_cursor"], "audit_cursor": audit["next_cursor"],
+        "approvals_cursor": approvals["next_cursor"],
     })  # fmt: skip
     # An admin: the strongest stranger, who may call every list (some are admins' only).
     other = await server.key(tenant="globex", agent="other", role="admin")

@@ -498,3 +498,31 @@ async def test_a_disabled_subscription_enabled_again_gets_its_dead_event_redrive
         actions = [(e["action"], e["key"]) for e in audit.json["items"]]
         assert ("webhook.disable", hook["id"]) in actions
         assert actions.count(("webhook.enable", hook["id"])) == 1  # the second changed nothing
+
+
+async def test_a_person_is_paged_when_an_approval_is_requested(
+    database: tuple[str, Engine],
+) -> None:
+    """approval.* events go out signed, with the approval as their data."""
+    async with Receiver() as receiver, relayed(database) as app:
+        hook = await app.subscribe(receiver.url, ["approval.*"])
+        receiver.secrets.append(hook["secret"])
+        ask = {"workflow_id": "wf-refund", "summary": "Refund order 8812",
+               "evidence": {"order": 8812}}  # fmt: skip
+        opened = await app.agent.post("/v1/approvals", ask)
+        assert opened.status == 201, opened.json
+        decided = await app.admin.post(
+            f"/v1/approvals/{opened.json['id']}/decision", {"decision": "deny", "note": "no"}
+        )
+        assert decided.status == 200, decided.json
+        await eventually(app.settled, 20)
+        events = {e["type"]: e for e in await app.events("delivered")}
+        assert set(events) == {"approval.requested", "approval.denied"}
+        await receiver.wait_for(e["id"] for e in events.values())
+        for arrival in receiver.hooks():
+            assert arrival.verified_by == (hook["secret"],)  # standardwebhooks agrees
+            assert verifies(hook["secret"], arrival.body, arrival.headers)
+            approval = arrival.doc["data"]["approval"]
+            assert approval["id"] == opened.json["id"]
+            wanted = "pending" if arrival.doc["type"] == "approval.requested" else "denied"
+            assert approval["status"] == wanted

@@ -39,7 +39,8 @@ HOLD: dict[str, Any] = {
 
 def test_the_public_names_are_pinned() -> None:
     assert sorted(client.__all__) == [
-        "Alternative", "Availability", "Busy", "Conflict", "Hold", "HoldLost", "Interval",
+        "Alternative", "Approval", "ApprovalPending", "ApprovalRefused", "Availability", "Busy",
+        "Conflict", "Hold", "HoldLost", "Interval",
         "RetryEvent", "RetryPolicy", "SlotConflict", "Slotward", "SlotwardError",
         "SyncSlotward", "ToolAnswer", "Unreachable",
     ]  # fmt: skip

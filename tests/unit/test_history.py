@@ -858,3 +858,24 @@ def test_replays_of_two_intents_under_two_keys_are_reported_without_a_hold_of_it
     assert {v.rule for v in found} == {"one_key_per_intent"}
     assert {v.ids[:3] for v in found} == {("L2", "x1", "x2"), ("L2", *sorted(
         w.holds[h].key for h in ("x1", "x2")))}  # fmt: skip
+
+
+def test_a_commit_waiting_for_approval_acknowledges_nothing_until_it_commits() -> None:
+    """202s under a commit's key, then its 200: one fresh commit, replays unharmed.
+
+    A 202 (a person must approve first) is recorded under no key: the same call
+    later commits. Taken as an acknowledged write, each 202 would read as a
+    second fresh answer, a missing commit and a replay that changed.
+    """
+    w = World()
+    e = _hold("e", "room-5")
+    w.create(e)
+    waiting = encode({"outcome": "approval_required", "approval": {"id": "appr_1"}})
+    for _ in range(2):
+        w.call("commit", {"token": 1}, _answer(202, waiting, "idem_commit_e"), target="e")
+    assert check(w.calls, w.snapshot(), NOW) == []  # the hold is still held: nothing lost
+    w.holds["e"] = replace(e, status=HoldStatus.COMMITTED, token=2, committed_at=NOW)
+    w.act("commit", w.holds["e"], token=1)
+    assert check(w.calls, w.snapshot(), NOW) == []
+    w.calls[-1] = replace(w.calls[-1], status=202)  # a "commit" that never did: a lost write
+    assert [v.rule for v in check(w.calls, w.snapshot(), NOW)] == ["commits_with_current_token"]

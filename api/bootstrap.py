@@ -24,10 +24,10 @@ from slotward.api.ratelimit import RateLimiter
 from slotward.api.secretbox import SecretBox
 from slotward.api.seen import SeenCreates
 from slotward.api.storms import StormWatch
+from slotward.api.waits import settled_waits
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.ports import Clock, IdGenerator, Store
 from slotward.engine.rules.policy import Policy
-from slotward.engine.usecases.executions import settled
 
 __all__ = ["Services", "bootstrap", "migrate", "open_store"]
 
@@ -105,7 +105,7 @@ async def bootstrap(
         completions=Completions(
             PgSignals(config.db_url) if config.on_postgres() else None,
             config.wait_poll_seconds,
-            lambda names: chosen.read(lambda uow: settled(uow, names, clock)),
+            lambda names: chosen.read(lambda uow: settled_waits(uow, names, clock)),
         ),
         box=box,
         urls=UrlGuard(allow_private=config.allow_private_urls),

@@ -27,6 +27,7 @@ __all__ = [
     "acquire_or_wait",
     "complete_execution",
     "get_execution",
+    "pause_until",
 ]
 
 # While waiting (wait_ms), check this often whether the client has gone: a look
@@ -118,7 +119,7 @@ async def acquire_or_wait(
                 now = loop.time()
                 if now >= deadline or gone():
                     raise
-                await _pause(waiter, min(deadline, now + _lease_left(busy, svc.clock)), gone)
+                await pause_until(waiter, min(deadline, now + _lease_left(busy, svc.clock)), gone)
                 if gone():
                     raise
 
@@ -136,7 +137,7 @@ async def _acquire(svc: Services, req: ExecutionRequest) -> Reply:
     return await svc.store.write(take)
 
 
-async def _pause(waiter: Waiter, until: float, gone: Callable[[], bool]) -> None:
+async def pause_until(waiter: Waiter, until: float, gone: Callable[[], bool]) -> None:
     """Until ``waiter`` is woken, the loop time ``until``, or the client has gone."""
     loop = asyncio.get_running_loop()
     while (left := until - loop.time()) > 0 and not gone():

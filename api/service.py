@@ -4,7 +4,8 @@ The HTTP handlers (api/http), the CLI (api/cli) and, later, MCP decode their
 input, call one function here and encode what it returns; the rules between
 a call and the engine live here, not in them: the priority cap, tool dispatch
 and argument aliases, the workflow-or-own-key rule and the long poll (in
-api/ledger.py), key management (api/keys.py), the audit chain (api/auditing.py); all are
+api/ledger.py), approvals and their long poll (api/approvals.py), key
+management (api/keys.py), the audit chain (api/auditing.py); all are
 re-exported here.
 Nothing here imports aiohttp (tests/test_service_layer.py checks).
 Client keys arrive raw (``Idempotency-Key`` as sent) and are checked here.
@@ -17,6 +18,16 @@ from datetime import timedelta
 from functools import partial
 from typing import Any
 
+from slotward.api.approvals import (
+    MAX_WAIT_SECONDS,
+    REVIEWERS,
+    approval_policy_of,
+    decide_approval,
+    list_approvals,
+    put_approval_policy,
+    read_approval,
+    request_approval,
+)
 from slotward.api.auditing import (
     audited_tenants,
     checkpoint_audit,
@@ -51,11 +62,14 @@ from slotward.engine.usecases.placing import HoldRequest, Lookup, lookup_replay,
 
 __all__ = [
     "ADMINS",
+    "MAX_WAIT_SECONDS",
+    "REVIEWERS",
     "ROLES",
     "RUNNERS",
     "WRITERS",
     "NewKey",
     "acquire_execution",
+    "approval_policy_of",
     "audited_tenants",
     "call_tool",
     "checkpoint_audit",
@@ -63,15 +77,20 @@ __all__ = [
     "complete_execution",
     "create_hold",
     "create_key",
+    "decide_approval",
     "find_slots",
     "gauges",
     "get_execution",
     "get_hold",
     "issue_key",
+    "list_approvals",
     "list_audit",
     "list_holds",
+    "put_approval_policy",
     "put_attendee",
+    "read_approval",
     "release",
+    "request_approval",
     "require_role",
     "revoke_key",
     "seal_audit",

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from slotward.api.tool_formats import one_of
 from slotward.engine.model import Reply
-from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS
+from slotward.engine.tools import COMMIT_HOLD, CREATE_HOLD, FIND_FREE_SLOTS, RELEASE_HOLD
 
 __all__ = [
     "REPLIES",
@@ -65,6 +65,8 @@ class Outcome:
         shown = dict(self.document)
         if self.reply is not None and self.reply.hold_status is not None:
             shown["hold_status"] = self.reply.hold_status
+        if self.reply is not None and self.reply.accepted:
+            return {**shown, "what_to_do": _AWAITING}
         if not self.failed:
             return shown
         if self.retry_after is not None:
@@ -160,9 +162,25 @@ _BY_CODE = {
         "same workflow and step answers with the released hold."
     ),
     "hold_committed": "The hold is already committed: nothing more to do for it.",
+    "approval_denied": (
+        "A person denied this commit (see approval.note): do not retry it. Release the hold "
+        f"with {RELEASE_HOLD.name} and tell the user."
+    ),
+    "approval_expired": (
+        "Nobody decided in time and the hold lapsed. Tell the user; to ask again, book the slot "
+        f"again with {CREATE_HOLD.name} (a new step from your runtime) and commit it."
+    ),
     "not_hold_owner": "Only the agent that placed the hold may change it.",
     "priority_too_high": "Leave priority out, or give one no higher than your agent's.",
 }
+
+
+# A commit that waits for a person (202): the same call, later, gets the outcome.
+_AWAITING = (
+    "A person must approve this commit first (see approval). Tell the user it awaits "
+    f"approval; call {COMMIT_HOLD.name} again later with the same arguments: it answers the "
+    "same until a person decides, then commits, or says approval_denied."
+)
 
 
 def what_to_do(problem: dict[str, Any]) -> str:

@@ -14,9 +14,8 @@ from slotward.api.http import schemas
 from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
 from slotward.api.http.jsonbody import read_json
-from slotward.api.http.params import query_int
+from slotward.api.http.params import query_choices, query_int
 from slotward.api.http.responses import client_key, json_response, reply_response
-from slotward.engine.errors import ValidationFailed
 from slotward.engine.model import HoldStatus
 from slotward.engine.rules.attendees import parse_attendees
 from slotward.engine.rules.shapes import Shape
@@ -73,26 +72,12 @@ async def read_hold(request: web.Request) -> web.Response:
 _STATUSES = {s.value: s for s in HoldStatus}
 
 
-def _statuses(raw: str | None) -> list[HoldStatus] | None:
-    if raw is None:
-        return None
-    wanted = [part.strip() for part in raw.split(",") if part.strip()]
-    unknown = [w for w in wanted if w not in _STATUSES]
-    if unknown or not wanted:
-        raise ValidationFailed(
-            f"status must be a comma-separated list of {', '.join(_STATUSES)}",
-            code="invalid_field",
-            extra={"field": "status"},
-        )
-    return [_STATUSES[w] for w in wanted]
-
-
 async def list_holds_handler(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys)
     q = request.query
     attendee = parse_attendees([q["attendee"]])[0] if "attendee" in q else None
-    statuses = _statuses(q.get("status"))
+    statuses = query_choices(request, "status", _STATUSES)
     limit = query_int(request, "limit", 1, 200) or 50
     doc = await service.list_holds(
         svc, principal, workflow_id=q.get("workflow_id"), statuses=statuses, attendee=attendee,

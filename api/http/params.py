@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import TypeVar
+
 from aiohttp import web
 from aiohttp.typedefs import Handler
 
 from slotward.engine.errors import ValidationFailed
 
-__all__ = ["QUERY_NAMES", "QUERY_REPEATABLE", "check_query", "query_int", "refuse_nul", "required"]
+__all__ = [
+    "QUERY_NAMES",
+    "QUERY_REPEATABLE",
+    "check_query",
+    "query_choices",
+    "query_int",
+    "refuse_nul",
+    "required",
+]
+
+T = TypeVar("T")
 
 _MAX_DIGITS = 15  # below 2**53: every accepted value is an exact I-JSON integer
 
@@ -88,3 +101,19 @@ def query_int(request: web.Request, name: str, low: int, high: int) -> int | Non
             extra={"field": name},
         )
     return int(raw)
+
+
+def query_choices(request: web.Request, name: str, choices: Mapping[str, T]) -> list[T] | None:
+    """A comma-separated list of ``choices`` in ``name`` (``?status=held,expired``),
+    or None when absent; an empty list or an unknown choice is a 422."""
+    raw = request.query.get(name)
+    if raw is None:
+        return None
+    wanted = [part.strip() for part in raw.split(",") if part.strip()]
+    if not wanted or any(w not in choices for w in wanted):
+        raise ValidationFailed(
+            f"{name} must be a comma-separated list of {', '.join(choices)}",
+            code="invalid_field",
+            extra={"field": name},
+        )
+    return [choices[w] for w in wanted]

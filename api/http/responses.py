@@ -9,7 +9,7 @@ from aiohttp import web
 from slotward.engine.model import Reply
 from slotward.engine.rules.documents import encode
 
-__all__ = ["REPLY", "client_key", "json_response", "reply_response"]
+__all__ = ["REPLY", "client_key", "json_response", "reply_response", "reply_status"]
 
 JSON = "application/json"
 
@@ -18,10 +18,19 @@ JSON = "application/json"
 REPLY = web.ResponseKey("slotward.reply", Reply)
 
 
+def reply_status(reply: Reply) -> int:
+    """202 for a call waiting for a person, 201 for a new resource, else 200."""
+    return 202 if reply.accepted else 201 if reply.created else 200
+
+
 def reply_response(reply: Reply) -> web.Response:
-    """A mutating call's answer, with its idempotency headers."""
+    """A mutating call's answer, with its idempotency headers.
+
+    202 for a call waiting for a person (a gated commit), with the approval's
+    ``Location``; a replayed approval request says the approval's status now.
+    """
     response = web.Response(
-        status=201 if reply.created else 200,
+        status=reply_status(reply),
         body=reply.body,
         content_type=JSON,
         headers={
@@ -31,6 +40,10 @@ def reply_response(reply: Reply) -> web.Response:
     )
     if reply.hold_status is not None:
         response.headers["Slotward-Hold-Status"] = reply.hold_status
+    if reply.approval_status is not None:
+        response.headers["Slotward-Approval-Status"] = reply.approval_status
+    if reply.approval_id is not None and (reply.accepted or reply.created):
+        response.headers["Location"] = f"/v1/approvals/{reply.approval_id}"
     response[REPLY] = reply
     return response
 

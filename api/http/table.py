@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from slotward.api.http import approval_schemas as a
 from slotward.api.http import calendar_schemas as c
 from slotward.api.http import schemas as s
 from slotward.api.http import tool_schemas as t
 from slotward.api.http import webhook_schemas as w
+from slotward.api.http.approval_handlers import (
+    create_approval,
+    decide_approval,
+    get_approval_policy,
+    list_approvals,
+    put_approval_policy,
+    read_approval,
+)
 from slotward.api.http.calendar_handlers import delete_calendar, put_calendar, read_calendar
 from slotward.api.http.execution_handlers import (
     acquire_execution,
@@ -50,6 +59,7 @@ from slotward.engine.tools import CREATE_HOLD, FIND_FREE_SLOTS, TOOLS
 __all__ = ["ROUTES"]
 
 _ID = Param("hold_id", "path", required=True)
+_APPROVAL = Param("approval_id", "path", required=True)
 _KEY = Param("key", "path", required=True, description="The key as answered in Idempotency-Key")
 _WRITE = {409: s.CONFLICT, 422: None, 401: None, 403: None}
 _WEBHOOK = Param("webhook_id", "path", required=True)
@@ -101,7 +111,8 @@ ROUTES: tuple[Route, ...] = (
     ),
     Route(
         "POST", "/v1/holds/{hold_id}/commit", commit_hold, "commitHold", "Commit a hold",
-        request=s.COMMIT, responses={200: s.HOLD, 404: None, **_WRITE}, params=(_ID,),
+        request=s.COMMIT,
+        responses={200: s.HOLD, 202: a.APPROVAL_REQUIRED, 404: None, **_WRITE}, params=(_ID,),
         mutating=True,
     ),
     Route(
@@ -121,7 +132,8 @@ ROUTES: tuple[Route, ...] = (
         "Anthropic tool_use block), or run an assistant message's calls in order",
         request=s.TOOL_ENVELOPES,
         responses={
-            200: (s.HOLD, s.AVAILABILITY, t.TOOL_BATCH, *t.TOOL_REPLIES), 201: s.HOLD, **_WRITE,
+            200: (s.HOLD, s.AVAILABILITY, t.TOOL_BATCH, *t.TOOL_REPLIES), 201: s.HOLD,
+            202: a.APPROVAL_REQUIRED, **_WRITE,
         },
         params=(_REPLY,), mutating=True,
         sometimes_read_only=any(tool.read_only for tool in TOOLS), tag="tools",
@@ -153,6 +165,51 @@ ROUTES: tuple[Route, ...] = (
     Route(
         "GET", "/v1/executions/{key}", read_execution, "getExecution", "Read an execution record",
         responses={200: s.EXECUTION, 404: None}, params=(_KEY,), tag="executions",
+    ),
+    Route(
+        "POST", "/v1/approvals", create_approval, "createApproval",
+        "Ask a person to approve something (a hold's commit, or any action of the agent's)",
+        request=a.APPROVAL_CREATE,
+        responses={201: a.APPROVAL, 404: None, 409: None, 422: None, 401: None, 403: None},
+        mutating=True, tag="approvals",
+    ),
+    Route(
+        "GET", "/v1/approvals", list_approvals, "listApprovals",
+        "The tenant's approvals, oldest first (the queue: ?status=pending)",
+        responses={200: a.APPROVAL_LIST, 422: None},
+        params=(
+            Param("status", description="comma-separated: pending, approved, denied, expired"),
+            _CURSOR, Param("limit", schema=Field("limit", "integer", minimum=1, maximum=200)),
+        ),
+        tag="approvals",
+    ),
+    Route(
+        "GET", "/v1/approvals/{approval_id}", read_approval, "getApproval",
+        "Read an approval; ?wait=N holds the answer up to N seconds for a decision",
+        responses={200: a.APPROVAL, 404: None, 422: None},
+        params=(
+            _APPROVAL,
+            Param("wait", schema=Field("wait", "integer", minimum=0, maximum=60),
+                  description="seconds to wait while it is pending (long poll)"),
+        ),
+        tag="approvals",
+    ),
+    Route(
+        "POST", "/v1/approvals/{approval_id}/decision", decide_approval, "decideApproval",
+        "Approve or deny (a reviewer or an admin, never the asking agent); recorded once",
+        request=a.APPROVAL_DECISION,
+        responses={200: a.APPROVAL, 404: None, 409: None, 422: None, 401: None, 403: None},
+        params=(_APPROVAL,), mutating=True, client_key=False, tag="approvals",
+    ),
+    Route(
+        "PUT", "/v1/approval-policy", put_approval_policy, "putApprovalPolicy",
+        "Which commits wait for a person's approval (admin)",
+        request=a.APPROVAL_POLICY_PUT, responses={200: a.APPROVAL_POLICY, 422: None, **_ADMIN},
+        tag="approvals",
+    ),
+    Route(
+        "GET", "/v1/approval-policy", get_approval_policy, "getApprovalPolicy",
+        "The tenant's approval policy", responses={200: a.APPROVAL_POLICY}, tag="approvals",
     ),
     Route(
         "GET", "/v1/workflows/{workflow_id}", workflow_handler, "getWorkflow",

@@ -18,7 +18,13 @@ from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
 from slotward.api.http.jsonbody import decode_json, read_json
 from slotward.api.http.problems import problem_document
-from slotward.api.http.responses import REPLY, client_key, json_response, reply_response
+from slotward.api.http.responses import (
+    REPLY,
+    client_key,
+    json_response,
+    reply_response,
+    reply_status,
+)
 from slotward.api.http.statuses import status_of
 from slotward.api.tool_formats import check_format, tool_schemas
 from slotward.api.tool_results import Outcome, batch_document, check_reply, reply_for
@@ -166,8 +172,7 @@ async def _outcome(svc: Services, principal: Principal, call: Call, key: str | N
                        None if known is None else False, problem_document(failed),
                        retry_after=failed.retry_after)  # fmt: skip
     if isinstance(answer, Reply):
-        status = 201 if answer.created else 200
-        return Outcome(call.call_id, tool, status, answer.key, answer.replayed,
+        return Outcome(call.call_id, tool, reply_status(answer), answer.key, answer.replayed,
                        orjson.loads(answer.body), reply=answer)  # fmt: skip
     return Outcome(call.call_id, tool, 200, None, None, answer)
 

@@ -1,6 +1,6 @@
 """The background sweeper: marks expired holds and emits ``hold.expired``,
-purges idempotency records and delivered outbox events past retention, and
-flushes replay counts.
+marks expired approvals and emits ``approval.expired``, purges idempotency
+records and delivered outbox events past retention, and flushes replay counts.
 
 Reads never depend on it (a held hold past expiry already reads expired and
 never blocks); it makes the state and the events catch up.
@@ -12,7 +12,9 @@ import asyncio
 import logging
 
 from slotward.api.bootstrap import Services
+from slotward.api.waits import wait_name
 from slotward.engine.errors import Unavailable
+from slotward.engine.usecases.approvals import expire_due_approvals
 from slotward.engine.usecases.calendar_writes import purge_written
 from slotward.engine.usecases.lifecycle import expire_due
 from slotward.engine.usecases.relay import purge_delivered
@@ -33,6 +35,12 @@ async def sweep_once(svc: Services, batch: int = 500) -> int:
         total += n
         if n == 0:
             break
+    key = svc.policy.audit_key
+    while expired := await svc.store.write(
+        lambda uow: expire_due_approvals(uow, svc.clock, svc.ids, batch, audit_key=key)
+    ):
+        for approval in expired:  # their waiters may be in other processes
+            svc.completions.notify(approval.tenant, wait_name(approval.id))
     while True:
         purged = await svc.store.write(lambda uow: purge_expired(uow, svc.clock, batch))
         svc.metrics.purged(purged)

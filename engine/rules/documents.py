@@ -9,11 +9,18 @@ import json
 from datetime import datetime
 from typing import Any
 
+from slotward.engine.approvals import Approval
 from slotward.engine.model import AuditEntry, Hold, LedgerRecord
 from slotward.engine.rules.fingerprint import public_key
 from slotward.engine.rules.timenorm import format_instant
 
-__all__ = ["audit_document", "encode", "execution_document", "hold_document"]
+__all__ = [
+    "approval_document",
+    "audit_document",
+    "encode",
+    "execution_document",
+    "hold_document",
+]
 
 
 def encode(doc: Any) -> bytes:
@@ -46,6 +53,28 @@ def hold_document(hold: Hold, now: datetime) -> dict[str, Any]:
         "committed_at": _instant(hold.committed_at),
         "preempted_by": hold.preempted_by,
         "audit_seq": hold.audit_seq,
+    }
+
+
+def approval_document(approval: Approval, now: datetime) -> dict[str, Any]:
+    """An approval as clients see it at ``now`` (a pending one past expiry reads expired)."""
+    return {
+        "id": approval.id,
+        "key": public_key(approval.key),
+        "workflow_id": approval.workflow_id,
+        "requested_by": approval.requested_by,
+        "summary": approval.summary,
+        "evidence": approval.evidence,
+        "action": approval.action,
+        "hold_id": approval.hold_id,
+        "status": approval.status_at(now).value,
+        "created_at": format_instant(approval.created_at),
+        "updated_at": format_instant(approval.updated_at),
+        "expires_at": format_instant(approval.expires_at),
+        "decided_by": approval.decided_by,
+        "decided_at": _instant(approval.decided_at),
+        "note": approval.note,
+        "audit_seq": approval.audit_seq,
     }
 
 

@@ -18,6 +18,8 @@ from slotward.engine.rules.fingerprint import check_claimable, child_key, ledger
 from slotward.engine.rules.holds import Commit, Release, apply
 from slotward.engine.rules.policy import Policy
 from slotward.engine.tools import COMMIT_HOLD, RELEASE_HOLD
+from slotward.engine.usecases import approval_gate
+from slotward.engine.usecases.approval_gate import Gate
 from slotward.engine.usecases.effects import audit, emit
 from slotward.engine.usecases.expiry import expire_hold, expire_stale
 from slotward.engine.usecases.external import external_view
@@ -70,6 +72,10 @@ def commit_hold(
     def commit(hold: Hold, now: datetime, derived: str) -> Reply:
         token = action.token if action.token is not None else -1
         moved, _ = apply(hold, Commit(token), now)
+        gate = Gate(action.principal, public_key(ledger_key(action.client_key, derived)), now)
+        waiting = approval_gate.governing(uow, hold, gate)
+        if waiting is not None:
+            return waiting
         view = external_view(uow, hold.tenant, hold.attendees, hold.start, hold.end, now, external)
         if view.blocks:
             _refuse_external(uow, action, hold, view, derived, policy, now)
@@ -78,6 +84,9 @@ def commit_hold(
             span = (hold.start, hold.end)
             expire_stale(uow, hold.tenant, hold.attendees, span, now, ids, keep=hold.id,
                          audit_key=policy.audit_key)  # fmt: skip
+        waiting = approval_gate.required(uow, hold, gate, policy, ids)
+        if waiting is not None:
+            return waiting
         return _finish(
             uow, action, moved, "hold.commit", "hold.committed", derived, policy, now, ids,
             view.fields(),

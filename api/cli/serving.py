@@ -44,6 +44,7 @@ from slotward.api.http.fdlimit import fit_connections, quiet_accept_errors
 from slotward.api.logs import configure_logging
 from slotward.engine.clock import SystemClock, TimeOrderedIds
 from slotward.engine.model import Principal
+from slotward.engine.ports import Clock, IdGenerator, Store
 
 __all__ = ["STOP_SECONDS", "run", "serve", "stop_workers"]
 
@@ -136,7 +137,11 @@ async def _supervise_async(
     print(f"slotward serving http://{config.host}:{config.port} "
           f"(database {config.db_url}, {len(children)} processes)")  # fmt: skip
     if demo_key:
-        print(f"API key (tenant demo, agent demo-agent): {await _demo_key(config)}")
+        store = await open_store(config)
+        try:
+            await _announce_demo_keys(store, SystemClock(), TimeOrderedIds(), config)
+        finally:
+            await store.close()
     sys.stdout.flush()
     watcher = asyncio.create_task(_watch(lambda: all(c.is_alive() for c in children), stop))
     try:
@@ -153,16 +158,22 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
-async def _demo_key(config: Config) -> str:
-    store = await open_store(config)
-    try:
-        demo = Principal("demo", "demo-agent", "agent", 50)
-        made = await service.issue_key(
-            store, demo, SystemClock(), TimeOrderedIds(), config.key_hasher()
-        )
-    finally:
-        await store.close()
-    return made.secret
+# The demo tenant's people: the agent books, the reviewer approves in the
+# dashboard, the admin sets the approval policy (README "The two commands").
+_DEMO = (
+    ("API key", Principal("demo", "demo-agent", "agent", 50)),
+    ("Reviewer key", Principal("demo", "demo-reviewer", "reviewer", 0)),
+    ("Admin key", Principal("demo", "demo-admin", "admin", 100)),
+)
+
+
+async def _announce_demo_keys(store: Store, clock: Clock, ids: IdGenerator, config: Config) -> None:
+    """Mint the demo tenant's keys and print them, the agent's first (on line 2)."""
+    for label, who in _DEMO:
+        made = await service.issue_key(store, who, clock, ids, config.key_hasher())
+        print(f"{label} (tenant demo, {who.role} {who.agent_id}): {made.secret}")
+    print(f"Dashboard: http://{config.host}:{config.port}/dashboard (sign in with the reviewer"
+          " or admin key)")  # fmt: skip
 
 
 def _child(
@@ -214,11 +225,9 @@ async def _serve_one(
             print(f"slotward serving http://{config.host}:{port} "
                   f"(database {config.db_url})")  # fmt: skip
         if demo_key:
-            demo = Principal("demo", "demo-agent", "agent", 50)
-            made = await service.issue_key(
-                services.store, demo, services.clock, services.ids, config.key_hasher()
-            )
-            print(f"API key (tenant demo, agent demo-agent): {made.secret}")
+            port = config.port if sock is not None else runner.addresses[0][1]
+            shown = replace(config, port=port)
+            await _announce_demo_keys(services.store, services.clock, services.ids, shown)
         sys.stdout.flush()
         if watch is not None:
             watcher = asyncio.create_task(_watch(watch, stop))

@@ -12,7 +12,9 @@ export function connectLive({ after, onEntry, onState, onReopen, stillSignedIn }
   let opened = false;
 
   function open() {
-    const url = last > 0 ? `/v1/audit/stream?after=${encodeURIComponent(String(last))}` : "/v1/audit/stream";
+    // Always from a seq (0: the log's start), never "from now": whatever was
+    // written between the page's load and this connection arrives too.
+    const url = `/v1/audit/stream?after=${encodeURIComponent(String(last))}`;
     source = new EventSource(url);
     source.addEventListener("open", () => {
       delay = 1000;

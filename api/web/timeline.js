@@ -5,9 +5,10 @@
 
 import { api, ApiError, path, singleFlight } from "./api.js";
 import { byId, fill, h, setError } from "./dom.js";
+import { makeScale } from "./scale.js";
 import {
-  HOUR, ZONE, addDays, dateValue, fmtClock, fmtDay, fmtHour, fmtLongDay, fmtSpan, fmtStamp, iso,
-  ms, parseDateValue, startOfDay, startOfWeek,
+  ZONE, addDays, dateValue, fmtDay, fmtLongDay, fmtSpan, fmtStamp, iso, ms, parseDateValue,
+  startOfDay, startOfWeek,
 } from "./time.js";
 
 const STATUSES = new Set(["held", "committed", "released", "expired", "preempted"]);
@@ -140,48 +141,35 @@ export function createTimeline() {
     truncated.hidden = doc?.truncated !== true;
     emptyNote.hidden = attendees.length > 0;
     grid.className = `grid ${state.view}`;
-    const shown = state.view === "day" ? dayWindow(attendees, from, to) : { from, to };
-    const rows = [scaleRow(shown.from, shown.to)];
-    for (const attendee of attendees) rows.push(attendeeRow(attendee, shown.from, shown.to));
+    const scale = makeScale(state.view, from, spans(attendees, from, to));
+    const rows = [scaleRow(scale)];
+    for (const attendee of attendees) rows.push(attendeeRow(attendee, scale, from, to));
     fill(grid, rows);
     for (const hold of holdsById.values()) statuses.set(hold.id, hold.status);
     if (pinned && holdsById.has(pinned)) showDetail(holdsById.get(pinned));
   }
 
-  function scaleRow(from, to) {
+  function scaleRow(scale) {
     const track = h("div", { class: "tl-track" });
-    const span = to - from;
-    const every = state.view === "week" ? 6 : 1;
-    const labelEvery = span / HOUR > 14 ? 2 : 1;
-    for (let t = from; t < to; t += HOUR) {
-      const local = new Date(t);
-      const midnight = local.getHours() === 0;
-      if (local.getHours() % every !== 0) continue;
-      const tick = h("div", { class: midnight ? "tick major" : "tick" });
-      place(tick, t - from, 0, span);
-      track.append(tick);
-      const showLabel = state.view === "week" ? midnight || local.getHours() === 12 : local.getHours() % labelEvery === 0;
-      if (showLabel) {
-        const text = state.view === "week" ? (midnight ? fmtDay(t) : fmtHour(t)) : fmtClock(t);
-        const label = h("span", { class: "tick-label", text });
-        place(label, t - from, 0, span);
-        track.append(label);
-      }
+    for (const tick of scale.ticks) {
+      track.append(place(h("div", { class: tick.major ? "tick major" : "tick" }), scale, tick.t));
+      if (tick.label) track.append(place(h("span", { class: "tick-label", text: tick.label }), scale, tick.t));
     }
-    return h("div", { class: "tl-row scale", "aria-hidden": "true" }, h("div", { class: "tl-label", text: "Attendee" }), track);
+    return h(
+      "div",
+      { class: "tl-row scale", "aria-hidden": "true" },
+      h("div", { class: "tl-label", text: "Attendee" }),
+      track,
+    );
   }
 
-  function attendeeRow(attendee, from, to) {
-    const span = to - from;
+  function attendeeRow(attendee, scale, from, to) {
     const track = h("div", { class: "tl-track" });
     const name = String(attendee?.name || attendee?.id || "");
     const emails = Array.isArray(attendee?.emails) ? attendee.emails.map(String) : [];
     const sub = emails[0] && emails[0] !== name ? emails[0] : attendee?.name ? String(attendee.id) : "";
-    for (let t = from; t < to; t += HOUR) {
-      if (new Date(t).getHours() % (state.view === "week" ? 6 : 1) !== 0) continue;
-      const tick = h("div", { class: new Date(t).getHours() === 0 ? "tick major" : "tick" });
-      place(tick, t - from, 0, span);
-      track.append(tick);
+    for (const tick of scale.ticks) {
+      track.append(place(h("div", { class: tick.major ? "tick major" : "tick" }), scale, tick.t));
     }
     const asOf = ms(attendee?.external_as_of);
     for (const busy of Array.isArray(attendee?.external) ? attendee.external : []) {
@@ -190,8 +178,7 @@ export function createTimeline() {
       if (s === null || e === null || e <= from || s >= to) continue;
       const label = `Busy elsewhere ${fmtSpan(s, e)}${asOf === null ? "" : `, as of ${fmtStamp(asOf)}`}`;
       const shade = h("div", { class: "busy external", title: label, role: "img", "aria-label": label });
-      place(shade, s - from, e - from, span);
-      track.append(shade);
+      track.append(place(shade, scale, s, e));
     }
     const holds = (Array.isArray(attendee?.holds) ? attendee.holds : [])
       .map((hold) => ({ hold, s: ms(hold?.start), e: ms(hold?.end) }))
@@ -202,22 +189,24 @@ export function createTimeline() {
       let lane = laneEnds.findIndex((end) => end <= item.s);
       if (lane < 0) lane = laneEnds.push(0) - 1;
       laneEnds[lane] = item.e;
-      const block = holdBlock(item.hold, item.s, item.e);
-      place(block, item.s - from, item.e - from, span);
+      const block = place(holdBlock(item.hold, item.s, item.e), scale, item.s, item.e);
       block.style.top = `${5 + lane * LANE_PX}px`;
       track.append(block);
     }
     track.style.height = `${10 + Math.max(1, laneEnds.length) * LANE_PX}px`;
     const now = Date.now();
-    if (now >= from && now < to) {
-      const line = h("div", { class: "now-line", "aria-hidden": "true" });
-      place(line, now - from, 0, span);
-      track.append(line);
+    if (now >= scale.start && now < scale.end) {
+      track.append(place(h("div", { class: "now-line", "aria-hidden": "true" }), scale, now));
     }
     return h(
       "div",
       { class: "tl-row", role: "group", "aria-label": name },
-      h("div", { class: "tl-label" }, h("span", { class: "name", text: name }), sub ? h("span", { class: "sub", text: sub }) : null),
+      h(
+        "div",
+        { class: "tl-label" },
+        h("span", { class: "name", text: name }),
+        sub ? h("span", { class: "sub", text: sub }) : null,
+      ),
       track,
     );
   }
@@ -291,42 +280,27 @@ export function createTimeline() {
   };
 }
 
-/**
- * The part of a day to draw: working hours (07:00-20:00), widened to the whole
- * hours of anything booked outside them, so nothing is ever hidden and a
- * half-hour meeting is still wide enough to read.
- */
-function dayWindow(attendees, from, to) {
-  const day = new Date(from);
-  let start = new Date(day.getFullYear(), day.getMonth(), day.getDate(), 7).getTime();
-  let end = new Date(day.getFullYear(), day.getMonth(), day.getDate(), 20).getTime();
+/** Every booked or busy interval of the range, as [start, end] in ms. */
+function spans(attendees, from, to) {
+  const out = [];
   for (const attendee of attendees) {
-    const spans = [
+    const items = [
       ...(Array.isArray(attendee?.holds) ? attendee.holds : []),
       ...(Array.isArray(attendee?.external) ? attendee.external : []),
     ];
-    for (const span of spans) {
-      const s = ms(span?.start);
-      const e = ms(span?.end);
-      if (s === null || e === null || e <= from || s >= to) continue;
-      start = Math.min(start, Math.max(from, s));
-      end = Math.max(end, Math.min(to, e));
+    for (const item of items) {
+      const s = ms(item?.start);
+      const e = ms(item?.end);
+      if (s !== null && e !== null && e > from && s < to) out.push([s, e]);
     }
   }
-  const floorHour = (t) => {
-    const d = new Date(t);
-    return new Date(d.getFullYear(), d.getMonth(), d.getDate(), d.getHours()).getTime();
-  };
-  const ceilHour = (t) => (floorHour(t) === t ? t : floorHour(t) + HOUR);
-  return { from: Math.max(from, floorHour(start)), to: Math.min(to, ceilHour(end)) };
+  return out;
 }
 
-/** Position an element on a track by its offsets (ms from the range's start). */
-function place(el, startOffset, endOffset, span) {
-  const left = Math.max(0, Math.min(1, startOffset / span));
+/** Put an element on a track at `start` (and as wide as to `end`); answers it. */
+function place(el, scale, start, end = null) {
+  const left = scale.x(start);
   el.style.left = `${(left * 100).toFixed(4)}%`;
-  if (endOffset > startOffset) {
-    const right = Math.max(0, Math.min(1, endOffset / span));
-    el.style.width = `${((right - left) * 100).toFixed(4)}%`;
-  }
+  if (end !== null) el.style.width = `${(Math.max(0, scale.x(end) - left) * 100).toFixed(4)}%`;
+  return el;
 }

@@ -53,16 +53,20 @@ export function createApprovals({ announce, onDecided }) {
         shown.delete(id);
       }
     }
+    // New items go in the server's order (oldest first) before the item that
+    // follows them; items already shown are never moved (a move loses the focus).
     const fresh = [];
-    for (const approval of items) {
-      if (shown.has(approval.id)) continue;
-      const li = render(approval, loaded);
-      shown.set(approval.id, li);
-      list.append(li);
-      fresh.push(approval);
+    let next = null;
+    for (const approval of [...items].reverse()) {
+      let li = shown.get(approval.id);
+      if (!li) {
+        li = render(approval, loaded);
+        shown.set(approval.id, li);
+        list.insertBefore(li, next);
+        fresh.unshift(approval);
+      }
+      next = li;
     }
-    // Keep the server's order (oldest first) when new ones arrived between old ones.
-    items.forEach((a) => list.append(shown.get(a.id)));
     if (loaded && fresh.length) {
       const summaries = fresh.map((a) => String(a.summary ?? "")).join("; ");
       announce(`New approval requested: ${summaries}`);

@@ -144,9 +144,26 @@ export function createTimeline() {
     const scale = makeScale(state.view, from, spans(attendees, from, to));
     const rows = [scaleRow(scale)];
     for (const attendee of attendees) rows.push(attendeeRow(attendee, scale, from, to));
+    const focused = focusedHold();
     fill(grid, rows);
+    if (focused) refocus(focused);
     for (const hold of holdsById.values()) statuses.set(hold.id, hold.status);
     if (pinned && holdsById.has(pinned)) showDetail(holdsById.get(pinned));
+  }
+
+  /** The hold block that has the focus, by hold and row: a redraw gives it back. */
+  function focusedHold() {
+    const el = document.activeElement;
+    if (!(el instanceof HTMLElement) || !grid.contains(el) || !el.dataset.holdId) return null;
+    const row = el.closest(".tl-row");
+    return { id: el.dataset.holdId, row: [...grid.children].indexOf(row) };
+  }
+
+  function refocus({ id, row }) {
+    const blocks = [...grid.querySelectorAll(".hold")].filter((b) => b.dataset.holdId === id);
+    const same = blocks.find((b) => [...grid.children].indexOf(b.closest(".tl-row")) === row);
+    const target = same || blocks[0];
+    if (target) target.focus({ preventScroll: true });
   }
 
   function scaleRow(scale) {

@@ -44,7 +44,8 @@ class Dashboard:
         return self.page.locator("#signin-error")
 
     def hold(self, hold_id: str) -> Locator:
-        return self.page.locator(f'#timeline-grid .hold[data-hold-id="{hold_id}"]')
+        """The hold's block in its first attendee's row (each row shows it)."""
+        return self.page.locator(f'#timeline-grid .hold[data-hold-id="{hold_id}"]').first
 
     def approval(self, approval_id: str) -> Locator:
         return self.page.locator(f'#approvals-list .approval[data-id="{approval_id}"]')

@@ -127,6 +127,31 @@ async def test_a_hold_placed_after_the_page_loaded_appears_without_a_reload(
     assert await dash.unreloaded()
 
 
+@SQLITE
+async def test_the_week_view_the_dates_and_an_added_attendee(server: Server, page: Page) -> None:
+    agent, reviewer, admin = await people(server)
+    dana = {"id": "dana", "name": "Dana Scully", "emails": ["dana@example.com"]}
+    assert (await admin.post("/v1/attendees", dana)).status in (200, 201)
+    created = await agent.create(BOARD)
+    assert created.status == 201, created.body
+    dash = Dashboard(page, server.base)
+    await dash.signed_in(reviewer)
+    hold = dash.hold(created.json["id"])
+    await expect(hold).to_be_visible()
+    await page.get_by_role("button", name="Week").click()
+    await expect(page.get_by_role("button", name="Week")).to_have_attribute("aria-pressed", "true")
+    await expect(hold).to_be_visible()
+    assert "view=week" in page.url
+    await page.get_by_role("button", name="Next").click()
+    await expect(hold).to_have_count(0)
+    await page.get_by_role("button", name="Previous").click()
+    await expect(hold).to_be_visible()
+    await page.get_by_label("Attendee id or email").fill("dana@example.com")
+    await page.get_by_label("Attendee id or email").press("Enter")
+    await expect(page.locator("#timeline-grid .tl-label")).to_contain_text(["Dana Scully"])
+    assert "attendee=dana%40example.com" in page.url
+
+
 async def test_a_reviewer_approves_a_gated_commit_while_the_agent_long_polls(
     server: Server, page: Page
 ) -> None:

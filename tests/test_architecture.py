@@ -102,12 +102,13 @@ def test_only_the_clock_reads_the_time() -> None:
 
 
 def test_policy_time_comes_from_the_service_clock() -> None:
-    """Raw monotonic time only where it measures a real duration (request latency, a
-    waiter's ``wait_ms``). Anything a rule decides by (a rate limit, an expiry, a
-    cached key's lifetime) reads the service clock, so tests step it instead of
-    sleeping: the rate limiter once counted by ``time.monotonic``, and its default
-    could only be tested by racing; the key cache's tests once slept."""
-    allowed = {ROOT / "api" / n for n in ("http/telemetry.py", "ledger.py")}
+    """Raw monotonic time only where it measures a real duration (request latency,
+    a waiter's ``wait_ms``, an approval's ``wait``). Anything a rule decides by (a
+    rate limit, an expiry, a cached key's lifetime) reads the service clock, so
+    tests step it instead of sleeping: the rate limiter once counted by
+    ``time.monotonic``, and its default could only be tested by racing; the key
+    cache's tests once slept."""
+    allowed = {ROOT / "api" / n for n in ("http/telemetry.py", "ledger.py", "approvals.py")}
     allowed.add(ROOT / "adapters" / "store" / "postgres" / "pool.py")  # a socket's idle time
     readers = {"time.monotonic", "time.monotonic_ns", "time.perf_counter", "loop.time"}
     for folder in SOURCE_DIRS:

@@ -75,6 +75,19 @@ _DUE = (
     .order_by(_h.expires_us, _h.id)  # the oldest overdue first; ties by id, as the fakes
     .limit(bindparam("limit"))
 )
+# The dashboard's timeline: ix_holds_tenant_start_id, bounded below by the
+# earliest start a hold overlapping the window may have, in the index's order.
+_WINDOW = (
+    select(t.holds)
+    .where(
+        _h.tenant == bindparam("tenant"),
+        _h.start_us >= bindparam("earliest"),
+        _h.start_us < bindparam("end"),
+        _h.end_us > bindparam("start"),
+    )
+    .order_by(_h.start_us, _h.id)
+    .limit(bindparam("limit"))
+)
 _INSERT = insert(t.holds)
 _INSERT_ATTENDEES = insert(t.hold_attendees)
 _MUTABLE = (
@@ -235,6 +248,13 @@ class SqlHolds:
     def due_for_expiry(self, now: datetime, limit: int) -> list[Hold]:
         rows = self._db.rows(_DUE, {"now": to_us(now), "limit": limit})
         return [hold_from_row(r) for r in rows]
+
+    def window(
+        self, tenant: str, start: datetime, end: datetime, earliest_start: datetime, limit: int
+    ) -> list[Hold]:
+        params = {"tenant": tenant, "start": to_us(start), "end": to_us(end),
+                  "earliest": to_us(earliest_start), "limit": limit}  # fmt: skip
+        return [hold_from_row(r) for r in self._db.rows(_WINDOW, params)]
 
     def search(
         self,

@@ -22,6 +22,14 @@ _h = t.holds.c
 _WHERE = (_w.tenant == bindparam("w_tenant"), _w.workflow_id == bindparam("w_workflow"))
 _GET = select(t.workflow_stats).where(*_WHERE)
 _ADD = insert(t.workflow_stats)
+# The dashboard's: a tenant's workflows (the primary key's prefix) sorted here.
+# No index on replays: every flush of replays would rewrite it.
+_BUSIEST = (
+    select(t.workflow_stats)
+    .where(_w.tenant == bindparam("w_tenant"))
+    .order_by(_w.replays.desc(), _w.workflow_id)
+    .limit(bindparam("limit"))
+)
 _MOVE = (
     update(t.workflow_stats)
     .where(*_WHERE)
@@ -165,6 +173,10 @@ class SqlWorkflows:
     def tenant_with_replays_before(self, before: datetime) -> str | None:
         row = self._db.first(_R_OLD_TENANT, {"w_before_us": to_us(before)})
         return None if row is None else str(row["tenant"])
+
+    def busiest(self, tenant: str, limit: int) -> list[WorkflowStats]:
+        rows = self._db.rows(_BUSIEST, {"w_tenant": tenant, "limit": limit})
+        return [_stats(r) for r in rows]
 
 
 class SqlStats:

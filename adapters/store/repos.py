@@ -9,6 +9,7 @@ from types import TracebackType
 from sqlalchemy import Connection, bindparam, insert, select, text, union, update
 
 from slotward.adapters.store import tables as t
+from slotward.adapters.store.approval_repos import SqlApprovals, SqlSessions
 from slotward.adapters.store.calendar_repos import SqlCalendars, SqlMirror
 from slotward.adapters.store.calendar_write_repos import SqlCalendarWrites
 from slotward.adapters.store.delivery_repos import SqlDeliveries
@@ -20,6 +21,7 @@ from slotward.adapters.store.outbox_repo import SqlOutbox
 from slotward.adapters.store.postgres.locks import TransactionLocks, audit_lock_name
 from slotward.adapters.store.runner import Row, Runner, runner_for
 from slotward.adapters.store.webhook_repos import SqlLeases, SqlWebhooks
+from slotward.engine.approvals import DirectoryEntry
 from slotward.engine.model import AuditEntry, Principal
 from slotward.engine.rules.audit import GENESIS
 
@@ -85,6 +87,14 @@ _EMAIL_MOVE = (
     .where(_e.tenant == bindparam("w_tenant"), _e.email == bindparam("w_email"))
     .values(attendee_id=bindparam("v_attendee_id"))
 )
+_ENTRIES = (
+    select(_a.id, _a.name)
+    .where(_a.tenant == bindparam("tenant"), _a.id.in_(bindparam("ids", expanding=True)))
+    .order_by(_a.id)
+)
+_EMAILS_OF = select(_e.attendee_id, _e.email).where(
+    _e.tenant == bindparam("tenant"), _e.attendee_id.in_(bindparam("ids", expanding=True))
+)  # ix_attendee_emails_tenant_attendee
 
 
 class SqlDirectory:
@@ -116,6 +126,18 @@ class SqlDirectory:
             self._db.write(_ATTENDEE_NAME, renamed)
         for email in emails:
             self._point(tenant, email, attendee_id, overwrite=True)
+
+    def entries(self, tenant: str, ids: Collection[str]) -> list[DirectoryEntry]:
+        if not ids:
+            return []
+        params = {"tenant": tenant, "ids": sorted(set(ids))}
+        emails: dict[str, list[str]] = {}
+        for r in self._db.rows(_EMAILS_OF, params):
+            emails.setdefault(r["attendee_id"], []).append(r["email"])
+        return [
+            DirectoryEntry(r["id"], r["name"], tuple(sorted(emails.get(r["id"], ()))))
+            for r in self._db.rows(_ENTRIES, params)
+        ]
 
     def _insert_missing(
         self, tenant: str, attendee_id: str, name: str | None, now: datetime
@@ -283,6 +305,8 @@ class SqlUnitOfWork:
         self.keys = SqlKeys(db)
         self.workflows = SqlWorkflows(db)
         self.stats = SqlStats(db)
+        self.approvals = SqlApprovals(db)
+        self.sessions = SqlSessions(db)
 
     def __enter__(self) -> SqlUnitOfWork:
         self.holds.forget()

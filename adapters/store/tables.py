@@ -4,6 +4,8 @@ Instants are stored as integer microseconds since the epoch (UTC): portable,
 cheap to compare, and usable in a PostgreSQL ``int8range`` exclusion
 constraint later. ``hold_attendees`` holds one row per (hold, attendee) with an
 ``active`` flag (held or committed), which is what the overlap index serves.
+The approvals' tables are declared in approval_tables.py, on the same
+``metadata`` (metadata.py), and re-exported here: every table is ``tables.X``.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ from sqlalchemy import (
     Index,
     Integer,
     LargeBinary,
-    MetaData,
     String,
     Table,
     Text,
 )
 
+from slotward.adapters.store.approval_tables import approval_policies, approvals, sessions
+from slotward.adapters.store.metadata import metadata
+
 __all__ = [
     "api_keys",
+    "approval_policies",
+    "approvals",
     "attendee_emails",
     "attendees",
     "audit_heads",
@@ -39,12 +45,11 @@ __all__ = [
     "legacy_attendee_emails",
     "metadata",
     "outbox",
+    "sessions",
     "webhooks",
     "workflow_replays",
     "workflow_stats",
 ]
-
-metadata = MetaData()
 
 api_keys = Table(
     "api_keys",
@@ -74,6 +79,8 @@ attendee_emails = Table(
     Column("tenant", String(128), primary_key=True),
     Column("email", String(254), primary_key=True),
     Column("attendee_id", String(128), nullable=False),
+    # An attendee's emails, for the directory's entries (migration 0009).
+    Index("ix_attendee_emails_tenant_attendee", "tenant", "attendee_id"),
 )
 
 # The aliases migration 0005 rewrote, merged into another attendee, or left
@@ -117,6 +124,9 @@ holds = Table(
     Index("ix_holds_tenant_workflow_intent_id", "tenant", "workflow_id", "intent_fp", "id"),
     Index("ix_holds_status_expires", "status", "expires_us"),
     Index("ix_holds_tenant_id", "tenant", "id"),
+    # The dashboard's window, by start then id (migration 0009): the index's
+    # own order, so its limit ends the scan.
+    Index("ix_holds_tenant_start_id", "tenant", "start_us", "id"),
 )
 
 hold_attendees = Table(

@@ -147,9 +147,9 @@ def must_be_held(hold: Hold, now: datetime) -> None:
     with its status's code (an approval never revives an expired hold)."""
     status = hold.status_at(now)
     if status is not HoldStatus.HELD:
+        code = _NOT_HELD.get(status, "hold_expired")
         raise Conflict(
-            f"the hold is {status.value}: only a held hold can wait for an approval",
-            code=_NOT_HELD[status],
+            f"the hold is {status.value}: only a held hold can wait for an approval", code=code
         )
 
 

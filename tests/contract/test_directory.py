@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from slotward.engine.approvals import DirectoryEntry
 from slotward.engine.ports import UnitOfWork
 from tests.contract.conftest import Db
 from tests.contract.values import NOW
@@ -59,3 +60,36 @@ def test_directory_changes_not_committed_are_gone(db: Db) -> None:
 
     db.look(change)
     assert _lookup(db, ["a@example.com", "b@example.com"], ["att_a", "att_b"]) == ({}, set())
+
+
+def _entries(db: Db, ids: list[str], tenant: str = "acme") -> list[DirectoryEntry]:
+    return db.look(lambda uow: uow.directory.entries(tenant, ids))
+
+
+def test_entries_are_the_known_attendees_by_id_with_their_emails_sorted(db: Db) -> None:
+    def fill(uow: UnitOfWork) -> None:
+        uow.directory.put("acme", "att_b", "Bea", ["bea@example.com", "b@example.com"], NOW)
+        uow.directory.register("acme", [("att_a", "a@example.com")], NOW)
+        uow.directory.put("acme", "att_c", None, [], NOW)
+        uow.directory.put("other", "att_a", "Other A", ["a@other.example"], NOW)
+
+    db.commit(fill)
+    assert _entries(db, ["att_c", "att_z", "att_b", "att_a", "att_b"]) == [
+        DirectoryEntry("att_a", None, ("a@example.com",)),
+        DirectoryEntry("att_b", "Bea", ("b@example.com", "bea@example.com")),
+        DirectoryEntry("att_c", None, ()),
+    ]
+    assert _entries(db, ["att_a"], tenant="other") == [
+        DirectoryEntry("att_a", "Other A", ("a@other.example",))
+    ]
+    assert _entries(db, ["att_b"], tenant="other") == []
+    assert _entries(db, []) == []
+
+
+def test_an_alias_moved_to_another_attendee_is_an_entry_of_that_one(db: Db) -> None:
+    db.commit(lambda uow: uow.directory.register("acme", [("att_a", "a@example.com")], NOW))
+    db.commit(lambda uow: uow.directory.put("acme", "att_b", "Bea", ["a@example.com"], NOW))
+    assert _entries(db, ["att_a", "att_b"]) == [
+        DirectoryEntry("att_a", None, ()),
+        DirectoryEntry("att_b", "Bea", ("a@example.com",)),
+    ]

@@ -137,3 +137,73 @@ def test_search_matches_statuses_as_readers_see_them(db: Db) -> None:
     done = {HoldStatus.RELEASED, HoldStatus.PREEMPTED}
     assert _search(db, statuses=done) == ["hold_4", "hold_5"]
     assert _search(db, statuses=set()) == []
+
+
+def _window(
+    db: Db, span: tuple[float, float], earliest: float, limit: int = 10, tenant: str = "acme"
+) -> list[str]:
+    start, end, first = at(span[0]), at(span[1]), at(earliest)
+    found = db.look(lambda uow: uow.holds.window(tenant, start, end, first, limit))
+    return [h.id for h in found]
+
+
+def test_a_window_lists_the_holds_overlapping_it_of_any_status_by_start_then_id(db: Db) -> None:
+    _add(
+        db,
+        hold("hold_5", attendees=("a",), start=at(60), end=at(90)),
+        hold("hold_2", attendees=("b",), start=at(60), end=at(70), status=HoldStatus.RELEASED),
+        hold("hold_1", attendees=("c",), start=at(80), end=at(100), status=HoldStatus.COMMITTED),
+        hold("hold_3", attendees=("d",), start=at(30), end=at(61), expires_at=at(-1)),
+        hold("hold_4", attendees=("a",), start=at(120), end=at(150), status=HoldStatus.EXPIRED),
+        hold("hold_6", tenant="other", attendees=("a",), start=at(60), end=at(90)),
+    )  # fmt: skip
+    assert _window(db, (0, 200), earliest=-60) == [
+        "hold_3", "hold_2", "hold_5", "hold_1", "hold_4",
+    ]  # fmt: skip
+    found = db.look(lambda uow: uow.holds.window("acme", at(85), at(86), at(0), 10))
+    assert found == [
+        hold("hold_5", attendees=("a",), start=at(60), end=at(90)),
+        hold("hold_1", attendees=("c",), start=at(80), end=at(100), status=HoldStatus.COMMITTED),
+    ]  # every field, read back
+    assert _window(db, (0, 200), earliest=-60, tenant="other") == ["hold_6"]
+    assert _window(db, (0, 200), earliest=-60, tenant="nobody") == []
+
+
+def test_a_window_is_half_open_at_both_ends(db: Db) -> None:
+    _add(db, hold("hold_1", start=at(60), end=at(90)))
+    assert _window(db, (90, 120), earliest=0) == []  # the hold ends where it starts
+    assert _window(db, (30, 60), earliest=0) == []  # the hold starts where it ends
+    found = db.look(
+        lambda uow: (
+            uow.holds.window("acme", at(90, us=-1), at(120), at(0), 10),
+            uow.holds.window("acme", at(30), at(60, us=1), at(0), 10),
+        )
+    )
+    assert [[h.id for h in f] for f in found] == [["hold_1"], ["hold_1"]]  # a microsecond in
+
+
+def test_a_window_leaves_out_holds_that_start_before_the_earliest_start(db: Db) -> None:
+    # The bound a caller gives from the longest hold the policy allows: a hold
+    # starting earlier is not looked at, even if it overlaps.
+    _add(
+        db,
+        hold("hold_1", attendees=("a",), start=at(0), end=at(300)),
+        hold("hold_2", attendees=("b",), start=at(50), end=at(150)),
+        hold("hold_3", attendees=("c",), start=at(100), end=at(130)),
+    )
+    assert _window(db, (100, 200), earliest=0) == ["hold_1", "hold_2", "hold_3"]
+    assert _window(db, (100, 200), earliest=0, limit=0) == []
+    assert _window(db, (100, 200), earliest=0.5) == ["hold_2", "hold_3"]
+    assert _window(db, (100, 200), earliest=50) == ["hold_2", "hold_3"]  # at it exactly
+    assert _window(db, (100, 200), earliest=100) == ["hold_3"]
+    assert _window(db, (100, 200), earliest=200) == []
+
+
+def test_a_window_stops_at_its_limit_from_the_earliest(db: Db) -> None:
+    _add(db, *(hold(f"hold_{i}", attendees=(f"p{i}",), start=at(60 + i % 3)) for i in range(6)))
+    # starts: 60 (hold_0, hold_3), 61 (hold_1, hold_4), 62 (hold_2, hold_5)
+    assert _window(db, (0, 200), earliest=0, limit=3) == ["hold_0", "hold_3", "hold_1"]
+    assert _window(db, (0, 200), earliest=0, limit=1) == ["hold_0"]
+    assert _window(db, (0, 200), earliest=0) == [
+        "hold_0", "hold_3", "hold_1", "hold_4", "hold_2", "hold_5",
+    ]  # fmt: skip

@@ -88,3 +88,24 @@ def test_the_watch_written_and_not_committed_is_gone(db: Db) -> None:
     db.look(watch)
     assert _get(db) is None
     assert db.look(lambda uow: uow.workflows.replays_since("acme", "wf", second(0))) == 0
+
+
+def test_the_busiest_workflows_come_most_replays_first_then_by_id(db: Db) -> None:
+    def fill(uow: UnitOfWork) -> None:
+        for workflow, replays in (("wf-c", 5), ("wf-a", 2), ("wf-b", 5), ("wf-d", 9)):
+            uow.workflows.add_replays("acme", workflow, replays, at(1))
+        uow.workflows.mark_storm("acme", "wf-e", at(2))  # a storm flagged, no replay counted
+        uow.workflows.add_replays("zeta", "wf-z", 100, at(1))
+
+    db.commit(fill)
+
+    def busiest(limit: int, tenant: str = "acme") -> list[tuple[str, int]]:
+        found = db.look(lambda uow: uow.workflows.busiest(tenant, limit))
+        return [(w.workflow_id, w.replays) for w in found]
+
+    assert busiest(10) == [("wf-d", 9), ("wf-b", 5), ("wf-c", 5), ("wf-a", 2), ("wf-e", 0)]
+    assert busiest(3) == [("wf-d", 9), ("wf-b", 5), ("wf-c", 5)]
+    assert busiest(10, tenant="zeta") == [("wf-z", 100)]
+    assert busiest(10, tenant="nobody") == []
+    [top] = db.look(lambda uow: uow.workflows.busiest("acme", 1))
+    assert top == WorkflowStats("acme", "wf-d", 9, at(1), None, 0)  # every field, read back

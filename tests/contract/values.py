@@ -10,6 +10,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from slotward.engine.approvals import Approval, ApprovalStatus, Session
 from slotward.engine.model import (
     AuditEntry,
     Delivery,
@@ -25,12 +26,14 @@ from slotward.engine.model import (
 __all__ = [
     "MAX_HOLD",
     "NOW",
+    "approval",
     "at",
     "delivery",
     "entry",
     "event",
     "hold",
     "record",
+    "session",
     "subscription",
 ]
 
@@ -184,3 +187,43 @@ def delivery(
         created_at=NOW,
     )
     return replace(made, **changes)
+
+
+def approval(
+    approval_id: str,
+    *,
+    tenant: str = "acme",
+    status: ApprovalStatus = ApprovalStatus.PENDING,
+    expires_at: datetime | None = None,
+    **changes: Any,
+) -> Approval:
+    """A pending approval of no hold asked for now, expiring in a day."""
+    made = Approval(
+        id=approval_id,
+        tenant=tenant,
+        key=f"key-{approval_id}",
+        workflow_id="wf",
+        requested_by="agent",
+        summary="Refund 120 EUR to order 8812",
+        evidence={"order": 8812, "amount": 120.5},
+        action={"type": "refund", "order": 8812},
+        status=status,
+        created_at=NOW,
+        updated_at=NOW,
+        expires_at=expires_at or at(24 * 60),
+        audit_seq=1,
+    )
+    return replace(made, **changes)
+
+
+def session(
+    token_hash: str, *, tenant: str = "acme", expires_at: datetime | None = None
+) -> Session:
+    """A dashboard session of key ``key_1`` signed in now, for 12 hours."""
+    return Session(
+        token_hash=token_hash,
+        key_id="key_1",
+        tenant=tenant,
+        created_at=NOW,
+        expires_at=expires_at or at(12 * 60),
+    )

@@ -33,6 +33,7 @@ EVENTS = [
     ("evt_06", None, 50),  # a workflow's retry storm: no hold
 ]
 NEW_TABLES = ("webhooks", "deliveries", "delivery_attempts", "leases")
+LATER_INDEXES = {"ix_holds_tenant_start_id"}  # migration 0009's, not there at 0007
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -102,6 +103,8 @@ def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
         assert all(columns[c.name]["nullable"] == c.nullable for c in table.columns), name
         indexes = {i["name"]: i["column_names"] for i in schema.get_indexes(name)}
         for index in table.indexes:
+            if index.name in LATER_INDEXES:
+                continue
             assert indexes.get(index.name) == [c.name for c in index.columns], index.name
         pk = schema.get_pk_constraint(name)["constrained_columns"]
         assert pk == [c.name for c in table.primary_key.columns], name

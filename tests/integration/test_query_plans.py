@@ -21,6 +21,7 @@ from sqlalchemy import Executable, create_engine
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import (
+    approval_repos,
     calendar_repos,
     calendar_write_repos,
     delivery_repos,
@@ -167,6 +168,40 @@ def test_a_calendar_statement_seeks_its_index(migrated: Path, name: str) -> None
     conn = sqlite3.connect(migrated)
     try:
         rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(CALENDAR_PARAMS))
+        steps = [row[3] for row in rows]
+    finally:
+        conn.close()
+    assert not [s for s in steps if s.startswith("SCAN")], steps
+    assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
+
+
+# The approvals' statements (the sweeper's, the waiters', the decisions') and
+# the dashboard's: the window of holds has its own test (test_hold_window_plan.py).
+DASHBOARD_PARAMS: dict[str, Any] = PARAMS | {
+    "hold_id": "hold_a", "token_hash": "t" * 64, "earliest": 0,
+}  # fmt: skip
+DASHBOARD_HOT: dict[str, tuple[Executable, str]] = {
+    "approval by id": (approval_repos._GET, "sqlite_autoindex_approvals_1"),
+    "the approval of a hold": (approval_repos._FOR_HOLD, "ux_approvals_tenant_hold"),
+    "approvals due for expiry": (approval_repos._DUE, "ix_approvals_status_expires"),
+    "approvals' states": (approval_repos._STATES_OF, "ix_approvals_tenant_id"),
+    "a tenant's approval policy": (approval_repos._RULES, "sqlite_autoindex_approval_policies_1"),
+    "session by token": (approval_repos._S_GET, "sqlite_autoindex_sessions_1"),
+    "sessions to purge": (approval_repos._S_PURGE, "ix_sessions_expires"),
+    "directory entries": (repos._ENTRIES, "sqlite_autoindex_attendees_1"),
+    "the emails of attendees": (repos._EMAILS_OF, "ix_attendee_emails_tenant_attendee"),
+    "the busiest workflows": (ops_repos._BUSIEST, "sqlite_autoindex_workflow_stats_1"),
+    "a window of holds": (hold_repo._WINDOW, "ix_holds_tenant_start_id"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARD_HOT))
+def test_an_approval_or_dashboard_statement_seeks_its_index(migrated: Path, name: str) -> None:
+    stmt, index = DASHBOARD_HOT[name]
+    plan = _plan(stmt, DASHBOARD_PARAMS)
+    conn = sqlite3.connect(migrated)
+    try:
+        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(DASHBOARD_PARAMS))
         steps = [row[3] for row in rows]
     finally:
         conn.close()

@@ -20,8 +20,8 @@ import pytest
 from slotward.api import service
 from slotward.api.bootstrap import Services, bootstrap
 from slotward.api.config import Config
+from slotward.api.holds import _hold_request
 from slotward.api.seen import SeenCreates, marks_of
-from slotward.api.service import _hold_request
 from slotward.engine.clock import FixedClock
 from slotward.engine.errors import ValidationFailed
 from slotward.engine.model import Principal, Reply

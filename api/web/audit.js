@@ -91,7 +91,7 @@ export function createAudit() {
       h("td", { text: String(entry.actor ?? "") }),
       h("td", { class: "mono", text: String(entry.action ?? "") }),
       h("td", { class: /^(refused|conflict|denied)/.test(outcome) ? "outcome-refused" : null, text: outcome }),
-      h("td", { class: "mono", text: entry.hold_id == null ? "" : String(entry.hold_id) }),
+      h("td", { class: "mono", title: entry.hold_id == null ? null : String(entry.hold_id), text: short(entry.hold_id) }),
       h("td", { class: "mono", title: String(entry.hash ?? ""), text: String(entry.hash ?? "").slice(0, 10) }),
     );
     // Newest first: find the first row with a smaller seq.
@@ -151,4 +151,11 @@ export function createAudit() {
       verdict.textContent = "Not verified yet.";
     },
   };
+}
+
+/** A long id cut for a table cell (the whole id is the cell's title). */
+function short(id) {
+  if (id == null) return "";
+  const text = String(id);
+  return text.length > 16 ? `${text.slice(0, 15)}…` : text;
 }

@@ -174,7 +174,7 @@ byId("signin-form").addEventListener("submit", async (event) => {
     const session = await api("POST", "/v1/session", { key }, { quiet: true });
     input.value = "";
     await start(session);
-    byId("main").focus();
+    byId("main").focus({ preventScroll: true });
   } catch (error) {
     input.select();
     const known = error instanceof ApiError ? SIGN_IN_REFUSALS[error.code] : null;

@@ -64,9 +64,12 @@ async def browser() -> AsyncIterator[Browser]:
 
 
 @pytest.fixture
-def viewport() -> ViewportSize:
-    """1280x800, the laptop the dashboard is laid out for; a test may ask for a phone."""
-    return {"width": 1280, "height": 800}
+def viewport(request: pytest.FixtureRequest) -> ViewportSize:
+    """1280x800, the laptop the dashboard is laid out for; a test may ask for another
+    (``@pytest.mark.parametrize("viewport", [...], indirect=True)``)."""
+    laptop: ViewportSize = {"width": 1280, "height": 800}
+    size: ViewportSize = getattr(request, "param", laptop)
+    return size
 
 
 @pytest.fixture

@@ -12,9 +12,12 @@ from typing import Any
 
 import pytest
 from playwright.async_api import Page, ViewportSize, expect
+from sqlalchemy import Engine
 
 from tests.e2e.browser.dashboard import DAY, Dashboard
 from tests.e2e.conftest import Client, Server
+from tests.e2e.receiver import Receiver, Reply, eventually
+from tests.e2e.test_relay import Relayed, relayed
 
 SQLITE = pytest.mark.parametrize("database", ["sqlite"], indirect=True)
 HOSTILE = '<img src=x onerror="window.__pwned=1">'
@@ -86,20 +89,35 @@ async def test_an_agent_key_is_refused_and_a_reviewer_signs_in_with_a_cookie(
     await expect(page.locator("#signin")).to_be_visible()  # signed out for good
 
 
+async def has_dead(app: Relayed) -> bool:
+    return bool(await app.events("dead"))
+
+
 @SQLITE
-async def test_an_admin_sees_the_webhooks_and_dead_events(server: Server, page: Page) -> None:
-    _, _, admin = await people(server)
-    made = await admin.post(
-        "/v1/webhooks", {"url": "https://hooks.example.com/slotward", "topics": ["hold.*"]}
-    )
-    assert made.status == 201, made.body
-    dash = Dashboard(page, server.base)
-    await dash.signed_in(admin)
-    await expect(page.locator("#admin")).to_be_visible()
-    await expect(page.locator("#webhook-list")).to_contain_text(
-        "https://hooks.example.com/slotward"
-    )
-    await expect(page.locator("#dead-empty")).to_be_visible()
+async def test_an_admin_sees_the_webhooks_and_redrives_a_dead_event(
+    database: tuple[str, Engine], page: Page
+) -> None:
+    # The production app with its relay, on the real clock: one failed try is dead.
+    async with (
+        Receiver(default=Reply(500)) as receiver,
+        relayed(database, relay_schedule=(0.0,)) as app,
+    ):
+        hook = await app.subscribe(receiver.url)
+        receiver.secrets.append(hook["secret"])
+        await app.hold("alex@example.com")
+        await eventually(lambda: has_dead(app), 20)
+        [dead] = await app.events("dead")
+        dash = Dashboard(page, app.base)
+        await dash.signed_in(app.admin)
+        await expect(page.locator("#admin")).to_be_visible()
+        await expect(page.locator("#webhook-list")).to_contain_text(receiver.url)
+        item = page.locator("#dead-list li").filter(has_text=dead["id"])
+        await expect(item).to_contain_text("hold.created")
+        receiver.default = Reply(200)
+        await item.get_by_role("button", name="Re-drive").click()
+        await expect(item).to_have_count(0)
+        await expect(page.locator("#dead-empty")).to_be_visible()
+        await eventually(app.settled, 20)
 
 
 @SQLITE
@@ -118,7 +136,8 @@ async def test_a_hold_placed_after_the_page_loaded_appears_without_a_reload(
     await expect(page.locator("#audit-rows")).to_contain_text("hold.create")
     # Preempted by a higher priority: still visible, and says by what.
     boss = await server.key(agent="chief-of-staff", priority=90)
-    won = await boss.create({**BOARD, "workflow_id": "wf-ceo", "title": "CEO offsite"})
+    offsite = {"workflow_id": "wf-ceo", "start": f"{DAY}T14:30:00Z", "title": "CEO offsite"}
+    won = await boss.create({**BOARD, **offsite})
     assert won.status == 201, won.body
     await expect(hold).to_have_attribute("data-status", "preempted")
     await hold.focus()

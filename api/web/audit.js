@@ -15,6 +15,7 @@ export function createAudit() {
   const verifyButton = byId("audit-verify");
   const workflowRows = byId("workflow-rows");
   const workflowsEmpty = byId("workflows-empty");
+  const workflowsBox = byId("workflows-box");
   const seen = new Set();
   let verified = null; // {count, head, at}
   let newest = 0;
@@ -114,6 +115,7 @@ export function createAudit() {
     }
     const items = Array.isArray(doc?.items) ? doc.items : [];
     workflowsEmpty.hidden = items.length > 0;
+    workflowsBox.hidden = items.length === 0;
     fill(
       workflowRows,
       items.map((w) => {

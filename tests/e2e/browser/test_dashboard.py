@@ -89,6 +89,22 @@ async def test_an_agent_key_is_refused_and_a_reviewer_signs_in_with_a_cookie(
     await expect(page.locator("#signin")).to_be_visible()  # signed out for good
 
 
+@SQLITE
+async def test_a_session_ended_elsewhere_asks_for_a_key_again(server: Server, page: Page) -> None:
+    _, reviewer, _ = await people(server)
+    dash = Dashboard(page, server.base)
+    await dash.signed_in(reviewer)
+    # Another tab of the same browser signs out: the cookie's session ends.
+    session = await page.request.get(f"{server.base}/v1/session")
+    token = (await session.json())["csrf_token"]
+    ended = await page.request.delete(f"{server.base}/v1/session", headers={"X-CSRF-Token": token})
+    assert ended.status == 204
+    await page.get_by_role("button", name="Verify the chain").click()
+    await expect(page.locator("#signin")).to_be_visible()
+    await expect(dash.signin_error).to_contain_text("session has ended")
+    await expect(dash.live).to_have_attribute("data-state", "off")
+
+
 async def has_dead(app: Relayed) -> bool:
     return bool(await app.events("dead"))
 

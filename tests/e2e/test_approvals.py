@@ -11,7 +11,6 @@ import pytest
 
 from tests.e2e.conftest import Answer, Client, Server, until
 from tests.e2e.test_waiters import (
-    LONG_WAIT,
     SIGNALLED_WITHIN,
     SLOW_POLL,
     CountingStore,
@@ -173,7 +172,7 @@ async def test_a_decision_in_another_process_wakes_the_long_poll(
     async with other_instance(server, database[0]) as (_, base):
         agent, reviewer, _ = await people(server)
         doc = (await agent.post("/v1/approvals", ASK)).json
-        waiting = asyncio.create_task(agent.get(f"/v1/approvals/{doc['id']}?wait={LONG_WAIT}"))
+        waiting = asyncio.create_task(agent.get(f"/v1/approvals/{doc['id']}?wait=60"))
         await until(lambda: len(server.services.completions) == 1)
         there = Client(server.session, base, reviewer.secret)
         assert (await decide(there, doc["id"], "approve")).status == 200

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test check lint typecheck clean
+.PHONY: run test check lint typecheck clean chromium
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,7 +26,26 @@ typecheck: $(STAMP)
 	$(BIN)/mypy -p slotward
 	$(BIN)/mypy tests
 
-test: lint typecheck
+# The dashboard's browser tests (tests/e2e/browser) drive Debian's chromium with
+# Playwright for Python (in the dev extra); Playwright's own browser download is
+# never used. Installed here when missing, as root (CI runs as root); otherwise
+# the command to run is printed. Quick when it is there already.
+CHROMIUM := /usr/bin/chromium
+
+chromium:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ]; then \
+		echo "installing Debian's chromium for the browser tests (tests/e2e/browser)"; \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends chromium >/dev/null && \
+		test -x $(CHROMIUM); \
+	else \
+		echo "make test needs Debian's chromium at $(CHROMIUM) for the browser tests (tests/e2e/browser):" >&2; \
+		echo "    sudo apt-get update && sudo apt-get install -y --no-install-recommends chromium" >&2; \
+		exit 1; \
+	fi
+
+test: lint typecheck chromium
 	$(BIN)/pytest
 
 # The fast lane for iteration: lint, types, the engine's unit tests, the

@@ -104,7 +104,7 @@ async def test_gated_commits_and_decisions_race_across_two_processes(
         gated = await asyncio.gather(*(commit(i) for i in range(AGENTS)
                                        for _ in range(COMMITS_AT_ONCE)))  # fmt: skip
         assert {a["status"] for a in gated} == {202}
-        approval_of = {}
+        approval_of: dict[str, set[str]] = {}
         for answer in gated:
             doc = json.loads(answer["body"])
             approval_of.setdefault(doc["hold"]["id"], set()).add(doc["approval"]["id"])
@@ -119,14 +119,14 @@ async def test_gated_commits_and_decisions_race_across_two_processes(
         ]
         decisions = []
         for a in approvals:  # both reviewers at once, in a random order each time
-            pair = [("approve", reviewers[0]), ("deny", reviewers[1])]
-            rng.shuffle(pair)
+            both = [("approve", reviewers[0]), ("deny", reviewers[1])]
+            rng.shuffle(both)
             decisions.append(asyncio.gather(*(
                 _send(s, "POST", f"{base}/v1/approvals/{a}/decision", k, {"decision": d})
-                for d, k in pair
+                for d, k in both
             )))  # fmt: skip
         decided = await asyncio.gather(*decisions)
-        stands = {}
+        stands: dict[str, str] = {}
         for a, pair in zip(approvals, decided, strict=True):
             codes = sorted(status for status, _ in pair)
             assert codes == [200, 409], pair

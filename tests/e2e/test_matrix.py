@@ -251,7 +251,7 @@ async def test_no_list_parameter_reaches_another_tenant(server: Server) -> None:
     for n in range(2):  # two, so a list of one has a next cursor
         asked_for = {**APPROVAL, "step": n, "summary": f"acme secret approval {n}"}
         made = (await owner.post("/v1/approvals", asked_for)).json
-        secrets |= {made["id"], made["key"], asked_for["summary"]}
+        secrets |= {made["id"], made["key"], f"acme secret approval {n}"}
     holds = (await owner.get("/v1/holds?limit=1")).json
     audit = (await owner.get("/v1/audit?limit=1")).json
     approvals = (await owner.get("/v1/approvals?limit=1")).json

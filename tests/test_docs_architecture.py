@@ -44,6 +44,6 @@ def test_every_hop_of_the_walk_exists() -> None:
 
 
 def test_a_renamed_function_is_caught() -> None:
-    planted = "| 1 | api/service.py:create_hold | x |\n| 2 | api/service.py:place_it | y |\n"
-    assert unknown_hops(planted) == ["api/service.py:place_it"]
+    planted = "| 1 | api/holds.py:create_hold | x |\n| 2 | api/holds.py:place_it | y |\n"
+    assert unknown_hops(planted) == ["api/holds.py:place_it"]
     assert unknown_hops("| 1 | api/nowhere.py:f | z |\n") == ["api/nowhere.py:f"]

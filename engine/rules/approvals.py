@@ -14,7 +14,7 @@ import math
 import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal
 
 from slotward.engine.approvals import HOLD_COMMIT, Approval, ApprovalRules, ApprovalStatus
@@ -22,7 +22,6 @@ from slotward.engine.errors import Conflict, ValidationFailed
 from slotward.engine.model import Hold
 from slotward.engine.rules.emails import normalize_email
 from slotward.engine.rules.fingerprint import canonical_json
-from slotward.engine.rules.timenorm import format_instant
 
 __all__ = [
     "DEFAULT_EXPIRY",
@@ -256,7 +255,9 @@ def _minutes(value: float) -> str:
 def gate_summary(hold: Hold) -> str:
     """The summary of the approval a policy opens for ``hold``'s commit: one line."""
     head = f"Commit {hold.title!r}" if hold.title else f"Commit hold {hold.id}"
-    when = f"{format_instant(hold.start)} to {format_instant(hold.end)}"
-    line = f"{head}, {when}, {len(hold.attendees)} attendee(s)"
+    start, end = hold.start.astimezone(UTC), hold.end.astimezone(UTC)
+    until = f"{end:%H:%M}" if end.date() == start.date() else f"{end:%Y-%m-%d %H:%M}"
+    people = f"{len(hold.attendees)} attendee{'s' if len(hold.attendees) > 1 else ''}"
+    line = f"{head}: {start:%Y-%m-%d %H:%M}–{until} UTC, {people}"
     line = "".join(" " if not _one_line(c) else c for c in line)  # a title may hold a tab
     return line if len(line) <= MAX_SUMMARY else line[: MAX_SUMMARY - 1] + "…"

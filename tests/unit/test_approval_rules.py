@@ -211,3 +211,12 @@ def test_an_attendee_outside_the_domains_or_without_an_email_matches() -> None:
 @given(st.text(max_size=400))
 def test_a_gated_commits_summary_is_always_a_valid_summary(title: str) -> None:
     assert check_summary(gate_summary(hold(title=title))) is not None
+
+
+def test_a_gated_commits_summary_says_what_when_and_how_many() -> None:
+    assert gate_summary(hold()) == "Commit 'Board sync': 2030-10-01 10:00–10:30 UTC, 2 attendees"
+    overnight = hold(title="", attendees=("att_a",), end=T0 + timedelta(days=1))
+    assert (
+        gate_summary(overnight)
+        == "Commit hold hold_1: 2030-10-01 10:00–2030-10-02 09:00 UTC, 1 attendee"
+    )

@@ -91,7 +91,7 @@ def required(
     req = ApprovalRequest(
         principal=gate.principal, workflow_id=hold.workflow_id, step=None,
         summary=gate_summary(hold),
-        evidence={"hold": hold_document(hold, gate.now), "rules": reasons},
+        evidence={"rules": reasons, "hold": hold_document(hold, gate.now)},
         action={"type": HOLD_COMMIT, "hold_id": hold.id}, expires_in=DEFAULT_EXPIRY,
     )  # fmt: skip
     key = hold_approval_key(hold)

@@ -386,3 +386,16 @@ def test_providers_parse_on_the_calendar_threads(path: Path) -> None:
     """Not asyncio.to_thread: the default executor is shared with key checks, and a
     hostile calendar's parse must not make requests wait (ical.in_parser)."""
     assert "asyncio.to_thread" not in _calls(path), f"{path.name}: use ical.in_parser"
+
+
+def test_the_command_line_imports_mcp_only_for_slotward_mcp() -> None:
+    """Every `slotward` start (serve, keys, every test's server) imports the CLI; the
+    mcp package is a second of CPU there (issue 18 moved its import into the command)."""
+    probe = (
+        "import sys, slotward.api.cli.main; "
+        "print(sorted(m for m in sys.modules if m == 'mcp' or m.startswith('mcp.')))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "[]"

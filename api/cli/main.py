@@ -19,7 +19,7 @@ from slotward.api.cli.providers import add_providers_parser, run_providers
 from slotward.api.cli.serving import serve
 from slotward.api.config import Config
 from slotward.api.logs import configure_logging
-from slotward.api.mcp.cli import add_mcp_parser, run_mcp
+from slotward.api.mcp.command import add_mcp_parser
 from slotward.benchmarks.cli import add_bench_parser, run_bench
 from slotward.benchmarks.demo import add_demo_parser, run_demo
 from slotward.engine.clock import SystemClock, TimeOrderedIds
@@ -62,7 +62,7 @@ def _parser(defaults: Config) -> argparse.ArgumentParser:
     add_audit_parser(sub)  # api/cli/audit.py
     add_providers_parser(sub)  # api/cli/providers.py
     add_bench_parser(sub)  # benchmarks/cli.py; bench takes its own --db
-    add_mcp_parser(sub)  # api/mcp/cli.py
+    add_mcp_parser(sub)  # api/mcp/command.py
     add_demo_parser(sub)  # benchmarks/demo.py: its own server on a temporary SQLite file
     return parser
 
@@ -133,6 +133,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "providers":
             return run_providers(config, args)
         if args.command == "mcp":
+            # Imported here: the mcp package is a second of CPU no other command needs.
+            from slotward.api.mcp.cli import run_mcp
+
             return run_mcp(config, args, os.environ)
         if args.command == "serve":
             config = Config(**{**config.__dict__, "host": args.host, "port": args.port})

@@ -17,6 +17,7 @@ import pytest
 from slotward.api.bootstrap import bootstrap
 from slotward.api.config import Config
 from slotward.api.http.app import build_app
+from slotward.api.ledger import pause_until
 from tests.e2e.conftest import Answer, Client, Server, serving, until
 from tests.e2e.test_metrics import read_metrics, sample
 
@@ -582,12 +583,12 @@ async def test_nul_characters_in_paths_and_queries_are_refused(server: Server, p
 
 
 def _a_handler_pauses() -> bool:
-    """Whether some task of this loop is inside api/ledger.py's ``_pause``."""
+    """Whether some task of this loop is inside api/ledger.py's ``pause_until``."""
     for task in asyncio.all_tasks():
         awaited: Any = task.get_coro()
         while awaited is not None:
             code = getattr(awaited, "cr_code", None)
-            if code is not None and code.co_name == "_pause":
+            if code is not None and code.co_name == pause_until.__name__:
                 return True
             awaited = getattr(awaited, "cr_await", None)
     return False

@@ -143,7 +143,9 @@ async def test_a_long_poll_is_answered_by_the_decision_not_by_polling(server: Se
     answer = await asyncio.wait_for(waiting, SIGNALLED_WITHIN)
     assert answer.status == 200
     assert (answer.json["status"], answer.json["note"]) == ("denied", "not this one")
-    assert during <= 5  # its first look, and the process's fallback, about once a second
+    # Its first look and the process's fallback, about once a second (a loaded machine
+    # may stretch the sleep); a poll ten times a second would be some 20.
+    assert during <= 8
     assert len(server.services.completions) == 0
 
 

@@ -2,9 +2,10 @@
 
 Agents whose commits a tenant's policy gates send each commit several times at
 once, long-poll their approvals, and commit again; two reviewers decide every
-approval at the same moment, one approving and one denying. Afterwards: one
-approval per hold however many commits raced, one decision per approval (the
-loser is told `approval_decided`), every long poll answered with the decision
+approval at the same moment, sending the other decision or the same one.
+Afterwards: one approval per hold however many commits raced, one decision per
+approval (the loser of a split is told `approval_decided`, the twin of the same
+decision gets its replay), every long poll answered with the decision
 that stands, approved holds committed once and denied ones refused, the audit
 chain whole, and the history checker (``slotward.testing.history``) finds every
 answer consistent with the database (a 202 acknowledges nothing).
@@ -59,11 +60,13 @@ async def _people(url: str) -> tuple[list[str], list[str], str]:
 
 async def _send(
     session: aiohttp.ClientSession, method: str, url: str, key: str, body: Any = None
-) -> tuple[int, Any]:
+) -> tuple[int, Any, str | None]:
+    """The status, the document and ``Idempotent-Replayed`` of one call."""
     headers = {"Authorization": f"Bearer {key}"}
     data = None if body is None else json.dumps(body)
     async with session.request(method, url, data=data, headers=headers) as resp:
-        return resp.status, await resp.json(content_type=None)
+        doc = await resp.json(content_type=None)
+        return resp.status, doc, resp.headers.get("Idempotent-Replayed")
 
 
 def _rows(url: str, sql: str) -> list[tuple[Any, ...]]:
@@ -117,9 +120,14 @@ async def test_gated_commits_and_decisions_race_across_two_processes(
             asyncio.create_task(_send(s, "GET", f"{base}/v1/approvals/{a}?wait=60", agents[i]))
             for i, a in enumerate(approvals)
         ]
+        # Two reviewers at once on every approval. A third of them, the two send the
+        # other decision (who wins is the race's); the rest send the same one, a
+        # third approve and a third deny (one answer fresh, the other its replay),
+        # so approved and denied holds both follow, whatever the scheduling.
+        plans = [("approve", "deny"), ("approve", "approve"), ("deny", "deny")]
         decisions = []
-        for a in approvals:  # both reviewers at once, in a random order each time
-            both = [("approve", reviewers[0]), ("deny", reviewers[1])]
+        for n, a in enumerate(approvals):
+            both = list(zip(plans[n % 3], reviewers, strict=True))
             rng.shuffle(both)
             decisions.append(asyncio.gather(*(
                 _send(s, "POST", f"{base}/v1/approvals/{a}/decision", k, {"decision": d})
@@ -127,16 +135,21 @@ async def test_gated_commits_and_decisions_race_across_two_processes(
             )))  # fmt: skip
         decided = await asyncio.gather(*decisions)
         stands: dict[str, str] = {}
-        for a, pair in zip(approvals, decided, strict=True):
-            codes = sorted(status for status, _ in pair)
-            assert codes == [200, 409], pair
-            winner = next(doc for status, doc in pair if status == 200)
-            loser = next(doc for status, doc in pair if status == 409)
-            assert loser["code"] == "approval_decided"
+        for n, (a, pair) in enumerate(zip(approvals, decided, strict=True)):
+            if n % 3 == 0:  # the other decision: one stands, the other is told so
+                assert sorted(status for status, _, _ in pair) == [200, 409], pair
+                winner = next(doc for status, doc, _ in pair if status == 200)
+                loser = next(doc for status, doc, _ in pair if status == 409)
+                assert loser["code"] == "approval_decided"
+            else:  # the same decision: recorded once, the other answer replays it
+                assert [status for status, _, _ in pair] == [200, 200], pair
+                assert sorted(str(replayed) for _, _, replayed in pair) == ["false", "true"]
+                assert pair[0][1] == pair[1][1]
+                winner = pair[0][1]
             stands[a] = winner["status"]
-        assert set(stands.values()) == {"approved", "denied"}  # the race went both ways
+        assert set(stands.values()) == {"approved", "denied"}
         for a, poll in zip(approvals, polls, strict=True):
-            status, doc = await asyncio.wait_for(poll, 30)
+            status, doc, _ = await asyncio.wait_for(poll, 30)
             assert (status, doc["status"]) == (200, stands[a])
 
         final = await asyncio.gather(*(commit(i) for i in range(AGENTS)

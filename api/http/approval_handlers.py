@@ -7,7 +7,7 @@ from aiohttp import web
 from slotward.api import service
 from slotward.api.http import approval_schemas as a
 from slotward.api.http.auth import authenticate
-from slotward.api.http.context import SERVICES
+from slotward.api.http.context import SERVICES, client_gone
 from slotward.api.http.jsonbody import read_json
 from slotward.api.http.params import query_choices, query_int
 from slotward.api.http.responses import client_key, json_response, reply_response
@@ -44,13 +44,9 @@ async def read_approval(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys)
     wait = query_int(request, "wait", 0, service.MAX_WAIT_SECONDS) or 0
-
-    def gone() -> bool:
-        # aiohttp does not cancel a handler whose client left: the wait asks.
-        transport = request.transport
-        return transport is None or transport.is_closing()
-
-    doc = await service.read_approval(svc, principal, request.match_info["approval_id"], wait, gone)
+    doc = await service.read_approval(
+        svc, principal, request.match_info["approval_id"], wait, lambda: client_gone(request)
+    )
     return json_response(doc)
 
 

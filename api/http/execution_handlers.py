@@ -7,7 +7,7 @@ from aiohttp import web
 from slotward.api import service
 from slotward.api.http import schemas
 from slotward.api.http.auth import authenticate
-from slotward.api.http.context import SERVICES
+from slotward.api.http.context import SERVICES, client_gone
 from slotward.api.http.jsonbody import read_json
 from slotward.api.http.responses import client_key, json_response, reply_response
 
@@ -19,13 +19,9 @@ async def acquire_execution(request: web.Request) -> web.Response:
     principal = await authenticate(request, svc.keys, service.WRITERS)
     ignore = svc.policy.thought_fields
     fields = schemas.EXECUTION_ACQUIRE.validate(await read_json(request), ignore=ignore)
-
-    def gone() -> bool:
-        # aiohttp does not cancel a handler whose client left: the wait asks.
-        transport = request.transport
-        return transport is None or transport.is_closing()
-
-    reply = await service.acquire_execution(svc, principal, fields, client_key(request), gone)
+    reply = await service.acquire_execution(
+        svc, principal, fields, client_key(request), lambda: client_gone(request)
+    )
     return reply_response(reply)
 
 

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from slotward.api import service
 from slotward.api.http.auth import authenticate
-from slotward.api.http.context import SERVICES
+from slotward.api.http.context import SERVICES, client_gone
 from slotward.api.http.params import query_int
 from slotward.engine.errors import SlotwardError, ValidationFailed
 from slotward.engine.rules.documents import encode
@@ -71,7 +71,7 @@ async def audit_stream(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     feed = service.audit_feed(
         svc, principal, after, closing=request.app[CLOSING],
-        gone=lambda: _gone(request), still_allowed=still_allowed,
+        gone=lambda: client_gone(request), still_allowed=still_allowed,
     )  # fmt: skip
     try:
         await response.write(f"retry: {_RETRY_MS}\n\n".encode())  # sends the head now
@@ -89,11 +89,6 @@ def _frame(entry: dict[str, Any] | None) -> bytes:
     if entry is None:
         return b": keep-alive\n\n"
     return b"id: %d\nevent: audit\ndata: %s\n\n" % (entry["seq"], encode(entry))
-
-
-def _gone(request: web.Request) -> bool:
-    transport = request.transport
-    return transport is None or transport.is_closing()
 
 
 def _last_event_id(request: web.Request) -> int | None:

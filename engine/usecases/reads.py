@@ -23,9 +23,11 @@ from slotward.engine.usecases.external import external_view
 __all__ = [
     "AvailabilityQuery",
     "availability",
+    "check_window",
     "get_hold",
     "list_audit",
     "list_holds",
+    "resolve_for_reading",
     "verify_audit",
     "verify_tenant",
 ]
@@ -52,7 +54,7 @@ def list_holds(
 ) -> dict[str, Any]:
     """One page of the tenant's holds, oldest first; ``next_cursor`` is the last id."""
     with uow:
-        ids = _resolve(uow, principal.tenant, (attendee,)).ids if attendee else ()
+        ids = resolve_for_reading(uow, principal.tenant, (attendee,)).ids if attendee else ()
         holds = uow.holds.search(
             principal.tenant,
             workflow_id=workflow_id,
@@ -92,15 +94,10 @@ def availability(
     Bound attendees' external busy time counts (kind ``external``), read as a
     claim reads it (``external``: a stale mirror raises NeedsRefresh).
     """
-    if query.end <= query.start:
-        raise ValidationFailed("'to' must be after 'from'", code="invalid_interval")
-    if query.end - query.start > policy.max_window:
-        raise ValidationFailed(
-            f"the window may span at most {policy.max_window.days} days", code="window_too_long"
-        )
+    check_window(query.start, query.end, policy)
     tenant = query.principal.tenant
     with uow:
-        resolved = _resolve(uow, tenant, query.attendees)
+        resolved = resolve_for_reading(uow, tenant, query.attendees)
         holds = uow.holds.blocking(tenant, resolved.ids, query.start, query.end, now)
         view = external_view(uow, tenant, resolved.ids, query.start, query.end, now, external)
     wanted = set(resolved.ids)
@@ -143,7 +140,19 @@ def availability(
     return result
 
 
-def _resolve(uow: UnitOfWork, tenant: str, refs: Sequence[AttendeeRef]) -> ResolvedAttendees:
+def check_window(start: datetime, end: datetime, policy: Policy) -> None:
+    """A read window: ``end`` after ``start``, at most the policy's longest window."""
+    if end <= start:
+        raise ValidationFailed("'to' must be after 'from'", code="invalid_interval")
+    if end - start > policy.max_window:
+        raise ValidationFailed(
+            f"the window may span at most {policy.max_window.days} days", code="window_too_long"
+        )
+
+
+def resolve_for_reading(
+    uow: UnitOfWork, tenant: str, refs: Sequence[AttendeeRef]
+) -> ResolvedAttendees:
     """Attendee ids for reading: unknown emails map to their would-be ids."""
     emails = [a.value for a in refs if a.kind == "email"]
     ids = [a.value for a in refs if a.kind == "id"]

@@ -11,20 +11,19 @@ mirror is.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from slotward.engine.calendars import BusyBlock, CalendarBinding
-from slotward.engine.errors import ValidationFailed
 from slotward.engine.model import Hold, Principal
 from slotward.engine.ports import UnitOfWork
-from slotward.engine.rules.attendees import AttendeeRef, resolve_attendees
+from slotward.engine.rules.attendees import AttendeeRef
 from slotward.engine.rules.conflicts import merge_intervals
 from slotward.engine.rules.documents import hold_document
 from slotward.engine.rules.policy import Policy
 from slotward.engine.rules.timenorm import format_instant
+from slotward.engine.usecases.reads import check_window, resolve_for_reading
 
 __all__ = ["MAX_HOLDS", "MAX_PLACEMENTS", "TimelineQuery", "timeline"]
 
@@ -53,16 +52,11 @@ def timeline(
     unknown email has its would-be id and no holds), by id. ``truncated``:
     the window holds more than one answer shows (the latest are left out).
     """
-    if query.end <= query.start:
-        raise ValidationFailed("'to' must be after 'from'", code="invalid_interval")
-    if query.end - query.start > policy.max_window:
-        raise ValidationFailed(
-            f"the window may span at most {policy.max_window.days} days", code="window_too_long"
-        )
+    check_window(query.start, query.end, policy)
     tenant = query.principal.tenant
     earliest = query.start - policy.max_hold  # no hold overlapping the window began before
     with uow:
-        asked = _asked(uow, tenant, query.attendees)
+        asked = set(resolve_for_reading(uow, tenant, query.attendees).ids)
         holds = uow.holds.window(tenant, query.start, query.end, earliest, MAX_HOLDS + 1)
         shown, truncated = _placed(holds)
         ids = sorted(asked | {a for h in shown for a in h.attendees})
@@ -97,19 +91,6 @@ def timeline(
         "attendees": rows,
         "truncated": truncated,
     }
-
-
-def _asked(uow: UnitOfWork, tenant: str, refs: Sequence[AttendeeRef]) -> set[str]:
-    """The ids of the attendees asked for; an unknown email maps to its would-be id."""
-    if not refs:
-        return set()
-    emails = [a.value for a in refs if a.kind == "email"]
-    ids = [a.value for a in refs if a.kind == "id"]
-    directory, known = uow.directory.lookup(tenant, emails, ids)
-    resolved = resolve_attendees(
-        tenant, refs, directory=directory, known_ids=known, allow_unknown=True
-    )
-    return set(resolved.ids)
 
 
 def _placed(holds: list[Hold]) -> tuple[list[Hold], bool]:

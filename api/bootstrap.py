@@ -7,7 +7,9 @@ build their :class:`Services` with :func:`bootstrap`.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from slotward.adapters.providers.registry import load_providers
 from slotward.adapters.store.postgres.notify import PgSignals
@@ -21,16 +23,19 @@ from slotward.api.keycache import KeyCache
 from slotward.api.metrics import Metrics
 from slotward.api.providers import ProviderHub
 from slotward.api.ratelimit import RateLimiter
+from slotward.api.replays import KnownCreates
 from slotward.api.secretbox import SecretBox
 from slotward.api.seen import SeenCreates
 from slotward.api.sessions import DashboardSessions
 from slotward.api.storms import StormWatch
 from slotward.api.waits import settled_waits
 from slotward.engine.clock import SystemClock, TimeOrderedIds
-from slotward.engine.ports import Clock, IdGenerator, Store
+from slotward.engine.ports import Clock, IdGenerator, Store, UnitOfWork
 from slotward.engine.rules.policy import Policy
 
 __all__ = ["Services", "bootstrap", "migrate", "open_store"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,16 @@ class Services:
     sessions: DashboardSessions  # the dashboard's sign-ins (cookies standing for keys)
     # The creates this process answered: which are looked up before their write.
     seen: SeenCreates = field(default_factory=SeenCreates)
+    # The creates this process answered, by their request: replayed cheaply (api/replays.py).
+    known: KnownCreates = field(default_factory=KnownCreates)
     stream: StreamSettings = field(default_factory=StreamSettings)  # the dashboard's live feed
+
+    async def peek(self, fn: Callable[[UnitOfWork], T]) -> T:
+        """A read of a few point lookups, run at once where the store allows it
+        (SQLite: on this thread, SqliteStore.peek); otherwise an ordinary read."""
+        if isinstance(self.store, SqliteStore):
+            return await self.store.peek(fn)
+        return await self.store.read(fn)
 
 
 async def open_store(config: Config) -> Store:

@@ -5,13 +5,14 @@ api/service.py, which re-exports them; no aiohttp here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from datetime import timedelta
 from functools import partial
 from typing import Any
 
 from slotward.api.bootstrap import Services
 from slotward.api.deciding import deciding
+from slotward.api.replays import known_create
 from slotward.api.seen import marks_of
 from slotward.engine.errors import InProgress, ValidationFailed
 from slotward.engine.model import HoldStatus, Principal, Reply
@@ -21,10 +22,19 @@ from slotward.engine.rules.external import ExternalPolicy
 from slotward.engine.rules.fingerprint import check_client_key, check_step
 from slotward.engine.rules.timenorm import normalize_interval, parse_instant
 from slotward.engine.usecases import reads
+from slotward.engine.usecases.known_replays import replay_known
 from slotward.engine.usecases.lifecycle import HoldAction, commit_hold, release_hold
 from slotward.engine.usecases.placing import HoldRequest, Lookup, lookup_replay, place_hold
 
-__all__ = ["commit", "create_hold", "find_slots", "get_hold", "list_holds", "release"]
+__all__ = [
+    "commit",
+    "create_hold",
+    "find_slots",
+    "get_hold",
+    "list_holds",
+    "release",
+    "replay_known_create",
+]
 
 
 def _checked(client_key: str | None) -> str | None:
@@ -77,11 +87,14 @@ async def create_hold(
     workflow_id: str,
     step: object,
     client_key: str | None,
+    sent: Hashable | None = None,
 ) -> Reply:
     """Replay from a read if the answer may be known (api/seen.py); else place it in
     one write, which replays it if it was known after all.
 
     ``fields`` are the tool's canonical arguments (engine/tools.py CREATE_HOLD).
+    ``sent``: the request as it came (its caller and bytes), under which a new
+    hold is remembered for :func:`replay_known_create` (api/replays.py).
     """
     key = _checked(client_key)
     req = _hold_request(principal, fields, workflow_id, step, key, svc.policy.default_ttl_seconds)
@@ -100,12 +113,31 @@ async def create_hold(
 
     marks = marks_of(req)
     if svc.seen.any_seen(marks):  # perhaps a replay: answered from a read if so
-        found = await svc.store.read(look)
+        found = await svc.peek(look)
         reply = found.reply or await svc.inflight.run(principal.tenant, found.key, write, marks)
     else:  # never answered here: the write's own checks are the only ones needed
         reply = await _unseen(svc, principal.tenant, marks, write, look)
     svc.seen.add(marks)
+    if sent is not None and key is None:
+        known = known_create(principal.tenant, workflow_id, req.attendees, reply)
+        if known is not None:
+            svc.known.add(sent, known)
     await svc.storms.observe(principal.tenant, workflow_id, reply)
+    return reply
+
+
+async def replay_known_create(svc: Services, principal: Principal, sent: Hashable) -> Reply | None:
+    """The replay of a create this process answered, sent again as it was first sent
+    (api/replays.py); None when it is not known here or no longer replays as it
+    did: then :func:`create_hold` answers it."""
+    known = svc.known.get(sent)
+    if known is None:
+        return None
+    reply = await svc.peek(partial(replay_known, known=known, now=svc.clock.now()))
+    if reply is None:
+        svc.known.forget(sent)
+        return None
+    await svc.storms.observe(principal.tenant, known.workflow_id, reply)
     return reply
 
 

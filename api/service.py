@@ -38,7 +38,15 @@ from slotward.api.auditing import (
 )
 from slotward.api.bootstrap import Services
 from slotward.api.dashboard import audit_feed, audit_head, busiest_workflows, timeline
-from slotward.api.holds import commit, create_hold, find_slots, get_hold, list_holds, release
+from slotward.api.holds import (
+    commit,
+    create_hold,
+    find_slots,
+    get_hold,
+    list_holds,
+    release,
+    replay_known_create,
+)
 from slotward.api.keys import ROLES, NewKey, create_key, issue_key, revoke_key, withdraw_key
 from slotward.api.ledger import acquire_execution, complete_execution, get_execution
 from slotward.engine.errors import Forbidden, ValidationFailed
@@ -85,6 +93,7 @@ __all__ = [
     "put_attendee",
     "read_approval",
     "release",
+    "replay_known_create",
     "request_approval",
     "require_role",
     "revoke_key",

@@ -152,7 +152,7 @@ class StormWatch:
         stored = tally.stats.storm_at
         if stored is not None and (watch.flagged_at is None or stored > watch.flagged_at):
             watch.flagged_at = stored  # another process's flag: replays here need not try
-        if tally.flagged:
+        if tally.flagged and tally.in_window is not None:  # counted: it flagged
             self._flagged(tenant, workflow_id, tally.in_window)
 
     @staticmethod

@@ -13,7 +13,7 @@ from slotward.api import service
 from slotward.api.http import schemas
 from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
-from slotward.api.http.jsonbody import read_json
+from slotward.api.http.jsonbody import decode_body, read_body, read_json
 from slotward.api.http.params import query_choices, query_int
 from slotward.api.http.responses import client_key, json_response, reply_response
 from slotward.engine.model import HoldStatus
@@ -36,12 +36,19 @@ async def _body(request: web.Request, shape: Shape, *, empty: bool = False) -> d
 
 
 async def create_hold(request: web.Request) -> web.Response:
+    """A retry sent as its call was (the same caller and bytes, no client key) is
+    replayed from what this process knows of it (api/replays.py)."""
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys, service.WRITERS)
-    fields = await _body(request, schemas.HOLD_CREATE)
+    raw = await read_body(request)
+    key = client_key(request)
+    sent = None if key is not None else (principal, raw)
+    if sent is not None and (known := await service.replay_known_create(svc, principal, sent)):
+        return reply_response(known)
+    fields = schemas.HOLD_CREATE.validate(decode_body(raw), ignore=svc.policy.thought_fields)
     reply = await service.create_hold(
         svc, principal, fields, workflow_id=fields["workflow_id"], step=fields.get("step"),
-        client_key=client_key(request),
+        client_key=key, sent=sent,
     )  # fmt: skip
     return reply_response(reply)
 

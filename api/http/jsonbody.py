@@ -43,7 +43,15 @@ from aiohttp import StreamReader, web
 
 from slotward.engine.errors import BodyTooLarge, MalformedBody, RequestTimeout
 
-__all__ = ["BODY_SECONDS", "MAX_BODY_BYTES", "ClientClosed", "decode_json", "read_json"]
+__all__ = [
+    "BODY_SECONDS",
+    "MAX_BODY_BYTES",
+    "ClientClosed",
+    "decode_body",
+    "decode_json",
+    "read_body",
+    "read_json",
+]
 
 
 class ClientClosed(Exception):
@@ -194,6 +202,22 @@ async def read_json(
             the body does not match its ``Content-Encoding`` (a "gzip" body
             that is not gzip) or its chunked framing.
     """
+    return decode_body(await read_body(request, max_bytes=max_bytes), max_bytes=max_bytes,
+                       allow_empty=allow_empty)  # fmt: skip
+
+
+def decode_body(
+    raw: bytes, *, max_bytes: int = MAX_BODY_BYTES, allow_empty: bool = False
+) -> object:
+    """A body read by :func:`read_body`, decoded as :func:`read_json` decodes it."""
+    if allow_empty and not raw:
+        return {}
+    return decode_json(raw, max_bytes=max_bytes)
+
+
+async def read_body(request: web.Request, *, max_bytes: int = MAX_BODY_BYTES) -> bytes:
+    """The bytes of ``request``'s body, read as :func:`read_json` reads them (its
+    limits, its timeout, its errors), not decoded."""
     declared = request.content_length
     if declared is not None and declared > max_bytes:
         _too_large(f"Content-Length {declared} exceeds the limit of {max_bytes} bytes", max_bytes)
@@ -220,9 +244,7 @@ async def read_json(
             " or its chunked Transfer-Encoding",
             code="undecodable_body",
         ) from None
-    if allow_empty and not raw:
-        return {}
-    return decode_json(raw, max_bytes=max_bytes)
+    return raw
 
 
 async def _read_capped(stream: StreamReader, max_bytes: int) -> bytes:

@@ -84,7 +84,9 @@ class ReplayTally:
     """One workflow after a hand-over: its totals and its replays within the window."""
 
     stats: WorkflowStats
-    in_window: int  # over every process, within the window ending at the hand-over
+    # Over every process, within the window ending at the hand-over; None when not
+    # counted: the workflow's replays in all are fewer than a storm's.
+    in_window: int | None
     flagged: bool = False  # this hand-over flagged a retry storm
 
 
@@ -118,9 +120,15 @@ def record_replays(
                     recent[at] = recent.get(at, 0) + n
             stats = uow.workflows.add_replays(tenant, workflow_id, seen.count, seen.last_at)
             uow.workflows.add_replay_seconds(tenant, workflow_id, recent)
-            in_window = uow.workflows.replays_since(tenant, workflow_id, since)
-            flagged = in_window >= policy.storm_replays and _flag(
-                uow, tenant, workflow_id, in_window, window, now, ids, policy.audit_key
+            # The window's replays are some of all the workflow's: fewer in all than
+            # a storm's, and there is none to count (most workflows: one read saved).
+            in_window = None
+            if stats.replays >= policy.storm_replays:
+                in_window = uow.workflows.replays_since(tenant, workflow_id, since)
+            flagged = (
+                in_window is not None
+                and in_window >= policy.storm_replays
+                and _flag(uow, tenant, workflow_id, in_window, window, now, ids, policy.audit_key)
             )
             if flagged:  # the flag changed the row
                 stats = uow.workflows.get(tenant, workflow_id) or stats

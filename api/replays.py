@@ -1,0 +1,76 @@
+"""Creates this process answered, by the request that made them: replayed cheaply.
+
+An agent's retry sends the same request again, byte for byte (the Python
+client does; so do most runtimes). The first answer of a create fixed its
+record's key and the attendee ids it was decided on. So this process keeps,
+for the latest creates it answered, the request as sent (the caller, the
+route's body) and what its answer was decided on; when the same request
+comes again, its replay reads back only what can have changed since
+(engine/usecases/known_replays.py), skipping the body's validation, the
+attendees' resolution and the fingerprints. Anything not as it was sends the
+call down the whole path, which answers it as it always did.
+
+Only creates without a client ``Idempotency-Key`` are kept: their key is
+derived from the request, so it is the record's fingerprint too. Bounded:
+the oldest are forgotten first (a retry comes soon after its call, or not at
+all).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable
+from typing import Any
+
+import orjson
+
+from slotward.engine.model import Reply
+from slotward.engine.rules.attendees import AttendeeRef
+from slotward.engine.usecases.known_replays import KnownCreate
+
+__all__ = ["CAPACITY", "KnownCreates", "known_create"]
+
+CAPACITY = 1 << 14  # some 20 MB: a request (~300 bytes) and its key and ids each
+
+
+def known_create(
+    tenant: str, workflow_id: str, given: tuple[AttendeeRef, ...], reply: Reply
+) -> KnownCreate | None:
+    """What the fresh answer ``reply`` to a create was decided on; None if it
+    cannot be replayed from it (not a new hold)."""
+    if reply.replayed or not reply.created or reply.hold_id is None:
+        return None
+    doc: dict[str, Any] = orjson.loads(reply.body)  # the hold: its attendees, resolved
+    return KnownCreate(
+        tenant=tenant,
+        workflow_id=workflow_id,
+        key=reply.key,
+        hold_id=reply.hold_id,
+        emails=tuple(sorted({a.value for a in given if a.kind == "email"})),
+        ids=tuple(sorted({a.value for a in given if a.kind == "id"})),
+        attendees=frozenset(doc["attendees"]),
+    )
+
+
+class KnownCreates:
+    """The latest ``capacity`` creates answered here, by their request."""
+
+    def __init__(self, capacity: int = CAPACITY) -> None:
+        if capacity < 1:
+            raise ValueError("capacity must be positive")
+        self._capacity = capacity
+        self._known: dict[Hashable, KnownCreate] = {}  # insertion-ordered: the oldest first
+
+    def __len__(self) -> int:
+        return len(self._known)
+
+    def get(self, request: Hashable) -> KnownCreate | None:
+        return self._known.get(request)
+
+    def add(self, request: Hashable, known: KnownCreate) -> None:
+        self._known.pop(request, None)
+        self._known[request] = known
+        while len(self._known) > self._capacity:
+            del self._known[next(iter(self._known))]
+
+    def forget(self, request: Hashable) -> None:
+        self._known.pop(request, None)

@@ -80,14 +80,19 @@ class StormWatch:
         self._threshold = policy.storm_replays
         self._window = policy.storm_window
         self._metrics = metrics
+        # In the order they were last replayed here, the longest idle first.
         self._watches: dict[_Key, _Watch] = {}
+        self._pending: set[_Key] = set()  # the workflows with replays to hand over
 
     async def observe(self, tenant: str, workflow_id: str | None, reply: Reply) -> None:
         """Called after every mutating answer (fresh or replayed); counts the replays."""
         if workflow_id is None or not reply.replayed:
             return
         now = self._clock.now()
-        watch = self._watch((tenant, workflow_id))
+        key = (tenant, workflow_id)
+        watch = self._watches.pop(key, None) or _Watch(deque(maxlen=self._threshold))
+        self._watches[key] = watch  # the latest replayed last: the idle are found first
+        self._pending.add(key)
         second = whole_second(now)
         watch.seconds[second] = watch.seconds.get(second, 0) + 1
         watch.last_at = now
@@ -118,8 +123,10 @@ class StormWatch:
         """
         now = self._clock.now()
         by_tenant: defaultdict[str, dict[str, ReplayCount]] = defaultdict(dict)
-        for (tenant, workflow_id), watch in self._watches.items():
-            if watch.pending and watch.last_at is not None:
+        pending, self._pending = self._pending, set()  # not every workflow watched: these
+        for tenant, workflow_id in pending:
+            watch = self._watches.get((tenant, workflow_id))
+            if watch is not None and watch.pending and watch.last_at is not None:
                 seen = ReplayCount(watch.seconds, watch.last_at, watch.older)
                 by_tenant[tenant][workflow_id] = seen
                 # Taken before any await: a flush running meanwhile cannot count them too.
@@ -141,6 +148,7 @@ class StormWatch:
             cut = window_start(now, self._window)
             for workflow_id, seen in counts.items():
                 self._put_back(self._watch((tenant, workflow_id)), seen, cut)
+                self._pending.add((tenant, workflow_id))
             return
         for workflow_id, tally in tallies.items():
             self._learn(tenant, workflow_id, tally)
@@ -210,12 +218,16 @@ class StormWatch:
         """Drop workflows with nothing to flush and no replay here for a whole window.
 
         Memory then stays bounded by the workflows replayed within one window.
-        A flag stays in the store, so forgetting it here cannot flag twice.
+        A flag stays in the store, so forgetting it here cannot flag twice. The
+        watches are in the order of their latest replay here, so the look stops
+        at the first one replayed within the window: a flush does not read every
+        workflow watched.
         """
-        idle = [
-            key
-            for key, watch in self._watches.items()
-            if watch.pending == 0 and (watch.last_at is None or now - watch.last_at >= self._window)
-        ]
+        idle = []
+        for key, watch in self._watches.items():
+            if watch.last_at is not None and now - watch.last_at < self._window:
+                break  # this one and every later one were replayed within the window
+            if watch.pending == 0:
+                idle.append(key)
         for key in idle:
             del self._watches[key]

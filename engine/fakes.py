@@ -34,7 +34,7 @@ from slotward.engine.model import (
     Subscription,
     WorkflowStats,
 )
-from slotward.engine.ports import UnitOfWork
+from slotward.engine.ports import ReplayState, UnitOfWork
 from slotward.engine.rules.audit import GENESIS
 
 __all__ = ["InMemoryStore", "InMemoryUnitOfWork", "SequentialIds", "State"]
@@ -200,6 +200,20 @@ class _Ledger:
 
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
         return self._state().ledger.get((tenant, key))
+
+    def replay_state(self, tenant: str, key: str, emails: Collection[str]) -> ReplayState | None:
+        state = self._state()
+        record = state.ledger.get((tenant, key))
+        if record is None:
+            return None
+        hold = None if record.hold_id is None else state.holds.get((tenant, record.hold_id))
+        found = {e: state.emails[(tenant, e)] for e in emails if (tenant, e) in state.emails}
+        return ReplayState(
+            record=record,
+            hold_status=None if hold is None else hold.status,
+            hold_expires_at=None if hold is None else hold.expires_at,
+            directory=found,
+        )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         found = [

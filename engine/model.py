@@ -57,6 +57,14 @@ class Principal:
     priority: int
 
 
+def status_at(status: HoldStatus, expires_at: datetime, now: datetime) -> HoldStatus:
+    """The status a reader sees of a hold stored with ``status`` and ``expires_at``:
+    a held hold past its expiry is expired, swept or not (:meth:`Hold.status_at`)."""
+    if status is HoldStatus.HELD and expires_at <= now:
+        return HoldStatus.EXPIRED
+    return status
+
+
 @dataclass(frozen=True)
 class Hold:
     id: str
@@ -85,9 +93,7 @@ class Hold:
 
     def status_at(self, now: datetime) -> HoldStatus:
         """The status a reader sees: a held hold past its expiry is expired, swept or not."""
-        if self.status is HoldStatus.HELD and self.expires_at <= now:
-            return HoldStatus.EXPIRED
-        return self.status
+        return status_at(self.status, self.expires_at, now)
 
     def blocks_at(self, now: datetime) -> bool:
         return self.status_at(now) in (HoldStatus.HELD, HoldStatus.COMMITTED)

@@ -9,6 +9,7 @@ one per statement. ``async`` lives only at the :class:`Store` boundary.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Protocol, TypeVar
@@ -43,6 +44,7 @@ __all__ = [
     "Ledger",
     "Mirror",
     "Outbox",
+    "ReplayState",
     "Sessions",
     "Signals",
     "Stats",
@@ -130,8 +132,23 @@ class HoldRepository(Protocol):
     ) -> list[Hold]: ...
 
 
+@dataclass(frozen=True, slots=True)
+class ReplayState:
+    """What a known create's replay is answered from (:meth:`Ledger.replay_state`)."""
+
+    record: LedgerRecord
+    hold_status: HoldStatus | None  # as stored (None: no hold, or none any more)
+    hold_expires_at: datetime | None
+    directory: dict[str, str]  # the emails asked about that are in it, and their ids
+
+
 class Ledger(Protocol):
     def get(self, tenant: str, key: str) -> LedgerRecord | None: ...
+
+    def replay_state(self, tenant: str, key: str, emails: Collection[str]) -> ReplayState | None:
+        """The record under ``key``, its hold's status and expiry, and where ``emails``
+        point in the directory, read together; None without a record."""
+        ...
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         """The first record of the call with this fingerprint, under any key."""

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Collection
 from datetime import datetime
+from typing import Any
 
-from sqlalchemy import and_, bindparam, delete, insert, or_, select, update
+from sqlalchemy import Select, and_, bindparam, delete, func, insert, null, or_, select, update
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.adapters.store.runner import Row, Runner
-from slotward.engine.model import LedgerRecord
+from slotward.engine.model import HoldStatus, LedgerRecord
+from slotward.engine.ports import ReplayState
 
 __all__ = ["SqlLedger", "record_from_row"]
 
@@ -61,6 +65,34 @@ _PURGE = delete(t.ledger).where(
 )
 
 
+def _replay_state(aggregate: Any | None) -> Select[Any]:
+    """A record, its hold's status and expiry, and a JSON object of the directory's
+    entries for some emails (the aggregate of SQLite's, or of PostgreSQL's; without
+    one, no emails are asked about: an expanding parameter cannot be empty)."""
+    _h, _e = t.holds.c, t.attendee_emails.c
+    directory = (
+        null()
+        if aggregate is None
+        else select(aggregate(_e.email, _e.attendee_id))
+        .where(_e.tenant == bindparam("tenant"), _e.email.in_(bindparam("emails", expanding=True)))
+        .scalar_subquery()
+    )  # the primary key (tenant, email)
+    joined = t.ledger.outerjoin(t.holds, and_(_h.id == _l.hold_id, _h.tenant == _l.tenant))
+    return (
+        select(t.ledger, _h.status.label("hold_status"), _h.expires_us.label("hold_expires_us"),
+               directory.label("directory"))
+        .select_from(joined)
+        .where(_l.tenant == bindparam("tenant"), _l.key == bindparam("key"))
+    )  # fmt: skip  # the primary keys: the ledger's, then the holds' (id)
+
+
+# By dialect, then by whether emails are asked about.
+_REPLAY_STATE = {
+    "sqlite": (_replay_state(None), _replay_state(func.json_group_object)),
+    "postgresql": (_replay_state(None), _replay_state(func.json_object_agg)),
+}
+
+
 def record_from_row(m: Row) -> LedgerRecord:
     return LedgerRecord(
         tenant=m["tenant"],
@@ -89,6 +121,25 @@ class SqlLedger:
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
         row = self._db.first(_GET, {"tenant": tenant, "key": key})
         return None if row is None else record_from_row(row)
+
+    def replay_state(self, tenant: str, key: str, emails: Collection[str]) -> ReplayState | None:
+        # The three reads of a replay's lookup in one statement and one round trip.
+        stmt = _REPLAY_STATE[self._db.conn.dialect.name][bool(emails)]
+        params = {"tenant": tenant, "key": key}
+        row = self._db.first(stmt, {**params, "emails": list(emails)} if emails else params)
+        if row is None:
+            return None
+        # Text on SQLite ("{}" for no row); on PostgreSQL decoded already, or NULL.
+        directory = row["directory"]
+        if isinstance(directory, str):
+            directory = json.loads(directory)
+        status = row["hold_status"]
+        return ReplayState(
+            record=record_from_row(row),
+            hold_status=None if status is None else HoldStatus(status),
+            hold_expires_at=None if status is None else from_us(row["hold_expires_us"]),
+            directory=directory or {},
+        )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         params = {"tenant": tenant, "fingerprint": fingerprint}

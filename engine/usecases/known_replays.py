@@ -4,11 +4,12 @@ A create's replay lookup (placing.lookup_replay) resolves the attendees, derives
 the call's key and fingerprints, then reads the record and the hold. For a call
 this process answered before, the key is already known: it was derived from the
 same request and the same attendee ids. Of what decided it, only three things
-can change in the store since, by any process: the directory (an email moved to
-another attendee, which makes it another intent), the record (purged after its
-retention) and the hold's status. So those are read again, in one read
-transaction, and nothing else is computed again. When any of them is not as it
-was, this answers None and the call takes the whole path.
+can change in the store since, by any process: the directory (an email given
+to an attendee, which would make it another intent; the directory API refuses
+to move an email, but this does not lean on that), the record (purged after
+its retention) and the hold's status. So those are read again, in one read
+(Ledger.replay_state), and nothing else is computed again. When any of them is
+not as it was, this answers None and the call takes the whole path.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from datetime import datetime
 
-from slotward.engine.model import Reply
+from slotward.engine.model import Reply, status_at
 from slotward.engine.ports import UnitOfWork
 from slotward.engine.usecases.placing import replay_record
 
@@ -46,16 +47,17 @@ def replay_known(uow: UnitOfWork, known: KnownCreate, now: datetime) -> Reply | 
     """The stored answer of ``known``, with its hold's status now; None if the
     attendees no longer resolve as they did, or the record is gone."""
     with uow:
-        tenant = known.tenant
-        if known.emails:
-            directory, _ = uow.directory.lookup(tenant, known.emails, ())
-            if len(directory) != len(known.emails):
-                return None  # an email left the directory: resolved afresh
-            if {*directory.values(), *known.ids} != known.attendees:
-                return None  # an email now names another attendee: another intent
-        record = uow.ledger.get(tenant, known.key)
-        if record is None or record.fingerprint != known.key:
-            return None
-        reply = replace(replay_record(record, known.key), workflow_id=known.workflow_id)
-        hold = None if reply.hold_id is None else uow.holds.get(tenant, reply.hold_id)
-        return reply if hold is None else replace(reply, hold_status=hold.status_at(now).value)
+        state = uow.ledger.replay_state(known.tenant, known.key, known.emails)
+    if state is None or state.record.fingerprint != known.key:
+        return None
+    if known.emails:
+        if len(state.directory) != len(known.emails):
+            return None  # an email left the directory: resolved afresh
+        if {*state.directory.values(), *known.ids} != known.attendees:
+            return None  # an email now names another attendee: another intent
+    reply = replace(replay_record(state.record, known.key), workflow_id=known.workflow_id)
+    if state.hold_status is None or state.hold_expires_at is None:
+        return reply
+    return replace(
+        reply, hold_status=status_at(state.hold_status, state.hold_expires_at, now).value
+    )

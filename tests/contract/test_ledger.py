@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from sqlalchemy.exc import IntegrityError
 
-from slotward.engine.model import LedgerRecord
-from slotward.engine.ports import UnitOfWork
+from slotward.engine.model import HoldStatus, LedgerRecord
+from slotward.engine.ports import ReplayState, UnitOfWork
 from tests.contract.conftest import Db
-from tests.contract.values import NOW, at, record
+from tests.contract.values import NOW, at, hold, record
 
 
 def _add(db: Db, *records: LedgerRecord) -> None:
@@ -184,3 +184,31 @@ def test_a_purge_not_committed_deletes_nothing(db: Db) -> None:
     _add(db, record("k1", expires_at=at(-1)))
     assert db.look(lambda uow: uow.ledger.purge("acme", NOW, 10)) == 1
     assert _get(db, "k1") == record("k1", expires_at=at(-1))
+
+
+def test_a_replay_state_reads_the_record_its_hold_and_the_emails_directory(db: Db) -> None:
+    """Ledger.replay_state: the three reads of a known create's replay, together."""
+    pairs = [("att_a", "a@example.com"), ("att_b", "b@example.com")]
+    db.commit(lambda uow: uow.directory.register("acme", pairs, NOW))
+    placed = hold("hold_1", expires_at=at(5))
+    db.commit(lambda uow: uow.holds.add(placed))
+    _add(db, record("k1", hold_id="hold_1"), record("k2", hold_id="hold_gone"))
+
+    def state(key: str, emails: list[str], tenant: str = "acme") -> ReplayState | None:
+        return db.look(lambda uow: uow.ledger.replay_state(tenant, key, emails))
+
+    found = state("k1", ["a@example.com", "b@example.com", "nobody@example.com"])
+    assert found == ReplayState(
+        record=_get(db, "k1"),  # type: ignore[arg-type]
+        hold_status=HoldStatus.HELD,
+        hold_expires_at=at(5),
+        directory={"a@example.com": "att_a", "b@example.com": "att_b"},
+    )
+    no_emails = state("k1", [])
+    assert no_emails is not None
+    assert no_emails.directory == {}
+    without_hold = state("k2", ["a@example.com"])
+    assert without_hold is not None
+    assert (without_hold.hold_status, without_hold.hold_expires_at) == (None, None)
+    assert state("k3", ["a@example.com"]) is None
+    assert state("k1", ["a@example.com"], tenant="other") is None

@@ -103,3 +103,17 @@ async def test_another_agent_of_the_workflow_is_answered_the_same(
     assert (await here.create(BODY, raw=RAW)).status == 201
     stranger = await server.key(agent="agent-s")
     same(await here.create(BODY, raw=RAW), await stranger.create(BODY, raw=RAW))
+
+
+async def test_attendees_named_by_id_alone_replay_the_same(server: Server, other: Server) -> None:
+    admin = await server.key(agent="ops", role="admin")
+    put = await admin.post("/v1/attendees", {"id": "dana", "emails": ["d@x.example"]})
+    assert put.status == 200
+    here, there = await clients(server, other)
+    by_id = json.dumps({**BODY, "attendees": ["dana"]}).encode()
+    first = await here.create(BODY, raw=by_id)
+    assert first.status == 201
+    again, elsewhere = await here.create(BODY, raw=by_id), await there.create(BODY, raw=by_id)
+    same(again, elsewhere)
+    assert again.replayed
+    assert again.body == first.body

@@ -58,6 +58,17 @@ HOT: dict[str, tuple[Executable, str]] = {
     "overlapping holds by id": (hold_repo._BY_IDS, "sqlite_autoindex_holds_1"),
     "holds due for expiry": (hold_repo._DUE, "ix_holds_status_expires"),
     "ledger record": (ledger_repo._GET, "sqlite_autoindex_ledger_1"),
+    # A known create's replay (each of its three parts seeks its primary key).
+    "replay state": (ledger_repo._REPLAY_STATE["sqlite"][1], "sqlite_autoindex_ledger_1"),
+    "replay state: its hold": (ledger_repo._REPLAY_STATE["sqlite"][1], "ix_holds_tenant_id"),
+    "replay state: its emails": (
+        ledger_repo._REPLAY_STATE["sqlite"][1],
+        "sqlite_autoindex_attendee_emails_1",
+    ),
+    "replay state, no emails": (
+        ledger_repo._REPLAY_STATE["sqlite"][0],
+        "sqlite_autoindex_ledger_1",
+    ),
     "record by fingerprint": (ledger_repo._BY_FINGERPRINT, "ix_ledger_tenant_fingerprint"),
     "records of a workflow": (ledger_repo._FOR_WORKFLOW, "ix_ledger_tenant_workflow"),
     "a tenant with records to purge": (ledger_repo._PURGEABLE, "ix_ledger_expires"),

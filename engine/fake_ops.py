@@ -31,12 +31,14 @@ class FakeWorkflows:
         return found or WorkflowStats(tenant, workflow_id, 0, None, None, 0)
 
     def add_replays(
-        self, tenant: str, workflow_id: str, count: int, last_at: datetime
-    ) -> WorkflowStats:
-        row = self._row(tenant, workflow_id)
-        last = last_at if row.last_replay_at is None else max(row.last_replay_at, last_at)
-        added = replace(row, replays=row.replays + count, last_replay_at=last)
-        self._state().workflows[(tenant, workflow_id)] = added
+        self, tenant: str, counts: Mapping[str, tuple[int, datetime]]
+    ) -> dict[str, WorkflowStats]:
+        added: dict[str, WorkflowStats] = {}
+        for workflow_id, (count, last_at) in counts.items():
+            row = self._row(tenant, workflow_id)
+            last = last_at if row.last_replay_at is None else max(row.last_replay_at, last_at)
+            added[workflow_id] = replace(row, replays=row.replays + count, last_replay_at=last)
+            self._state().workflows[(tenant, workflow_id)] = added[workflow_id]
         return added
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
@@ -46,12 +48,13 @@ class FakeWorkflows:
         )
 
     def add_replay_seconds(
-        self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
+        self, tenant: str, buckets: Mapping[str, Mapping[datetime, int]]
     ) -> None:
         seconds = self._state().replay_seconds
-        for second, count in buckets.items():
-            key = (tenant, workflow_id, second)
-            seconds[key] = seconds.get(key, 0) + count
+        for workflow_id, by_second in buckets.items():
+            for second, count in by_second.items():
+                key = (tenant, workflow_id, second)
+                seconds[key] = seconds.get(key, 0) + count
 
     def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
         seconds = self._state().replay_seconds.items()

@@ -181,10 +181,10 @@ class Workflows(Protocol):
     def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None: ...
 
     def add_replays(
-        self, tenant: str, workflow_id: str, count: int, last_at: datetime
-    ) -> WorkflowStats:
-        """Add ``count`` replays seen up to ``last_at`` (creating the row if needed);
-        the row after."""
+        self, tenant: str, counts: Mapping[str, tuple[int, datetime]]
+    ) -> dict[str, WorkflowStats]:
+        """Add to each workflow of ``counts`` its replays, ``(count, seen up to)``
+        (creating rows as needed); the rows after, by workflow."""
         ...
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
@@ -192,9 +192,10 @@ class Workflows(Protocol):
         ...
 
     def add_replay_seconds(
-        self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
+        self, tenant: str, buckets: Mapping[str, Mapping[datetime, int]]
     ) -> None:
-        """Add replays by the whole second (UTC) they happened in, to every process's."""
+        """Add each workflow's replays by the whole second (UTC) they happened in, to
+        every process's."""
         ...
 
     def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:

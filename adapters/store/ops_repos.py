@@ -21,6 +21,10 @@ _r = t.workflow_replays.c
 _h = t.holds.c
 _WHERE = (_w.tenant == bindparam("w_tenant"), _w.workflow_id == bindparam("w_workflow"))
 _GET = select(t.workflow_stats).where(*_WHERE)
+_GET_MANY = select(t.workflow_stats).where(
+    _w.tenant == bindparam("w_tenant"), _w.workflow_id.in_(bindparam("w_workflows", expanding=True))
+)  # the primary key (tenant, workflow_id)
+_CHUNK = 500  # workflows read back a statement: well within every driver's parameter limit
 _ADD = insert(t.workflow_stats)
 # The dashboard's: a tenant's workflows (the primary key's prefix) sorted here.
 # No index on replays: every flush of replays would rewrite it.
@@ -43,7 +47,7 @@ _MOVE = (
 
 
 def _add_replays(dialect: Any) -> Insert:
-    """The workflow's row with the replays added (made if missing), and the row after."""
+    """The workflow's row with the replays added (made if missing)."""
     stmt = dialect.insert(t.workflow_stats).values(
         tenant=bindparam("tenant"), workflow_id=bindparam("workflow_id"),
         replays=bindparam("count"), last_replay_us=bindparam("last_us"), storm_us=None, storms=0,
@@ -57,7 +61,7 @@ def _add_replays(dialect: Any) -> Insert:
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=[_w.tenant, _w.workflow_id],
         set_={"replays": _w.replays + new.replays, "last_replay_us": later},
-    ).returning(*t.workflow_stats.c)
+    )
 
 
 def _add_seconds(dialect: Any) -> Insert:
@@ -135,15 +139,24 @@ class SqlWorkflows:
             self._db.write(_MOVE, {**where, **values})
 
     def add_replays(
-        self, tenant: str, workflow_id: str, count: int, last_at: datetime
-    ) -> WorkflowStats:
-        # One upsert returning the row: the flush of a batch of replays runs this
-        # once per workflow, and a benchmark's replays are each of another one.
-        params = {"tenant": tenant, "workflow_id": workflow_id, "count": count,
-                  "last_us": to_us(last_at)}  # fmt: skip
-        row = self._db.first(self._add_replays, params)
-        assert row is not None  # an upsert with RETURNING answers its row
-        return _stats(row)
+        self, tenant: str, counts: Mapping[str, tuple[int, datetime]]
+    ) -> dict[str, WorkflowStats]:
+        # The upserts in one executemany, then the rows read back in chunks: a
+        # flush hands over every workflow replayed since the last, and a
+        # benchmark's replays are each of another one (two statements, not one
+        # per workflow).
+        rows = [{"tenant": tenant, "workflow_id": workflow_id, "count": count,
+                 "last_us": to_us(last_at)}
+                for workflow_id, (count, last_at) in sorted(counts.items())]  # fmt: skip
+        if not rows:
+            return {}
+        self._db.write(self._add_replays, rows)
+        names = [r["workflow_id"] for r in rows]
+        added: dict[str, WorkflowStats] = {}
+        for start in range(0, len(names), _CHUNK):
+            chunk = {"w_tenant": tenant, "w_workflows": names[start : start + _CHUNK]}
+            added.update((r["workflow_id"], _stats(r)) for r in self._db.rows(_GET_MANY, chunk))
+        return added
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:
         old = self.get(tenant, workflow_id)
@@ -156,10 +169,12 @@ class SqlWorkflows:
         self._put(old, new)
 
     def add_replay_seconds(
-        self, tenant: str, workflow_id: str, buckets: Mapping[datetime, int]
+        self, tenant: str, buckets: Mapping[str, Mapping[datetime, int]]
     ) -> None:
         rows = [{"tenant": tenant, "workflow_id": workflow_id, "second_us": to_us(second),
-                 "count": count} for second, count in sorted(buckets.items())]  # fmt: skip
+                 "count": count}
+                for workflow_id, by_second in sorted(buckets.items())
+                for second, count in sorted(by_second.items())]  # fmt: skip
         if rows:
             self._db.write(self._add_seconds, rows)
 

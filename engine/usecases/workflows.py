@@ -112,14 +112,14 @@ def record_replays(
         now = clock.now()  # after the lock: every earlier hand-over and flag is visible
         since = window_start(now, window)
         uow.workflows.forget_replays_before(tenant, since)
-        for workflow_id, seen in sorted(counts.items()):
-            recent: dict[datetime, int] = {}
-            for second, n in seen.seconds.items():
-                if second >= since:  # a clock ahead of ours counts as now, not later
-                    at = min(second, whole_second(now))
-                    recent[at] = recent.get(at, 0) + n
-            stats = uow.workflows.add_replays(tenant, workflow_id, seen.count, seen.last_at)
-            uow.workflows.add_replay_seconds(tenant, workflow_id, recent)
+        added = uow.workflows.add_replays(
+            tenant, {w: (seen.count, seen.last_at) for w, seen in counts.items()}
+        )
+        uow.workflows.add_replay_seconds(
+            tenant, {w: _recent(seen, since, now) for w, seen in counts.items()}
+        )
+        for workflow_id in sorted(counts):
+            stats = added[workflow_id]
             # The window's replays are some of all the workflow's: fewer in all than
             # a storm's, and there is none to count (most workflows: one read saved).
             in_window = None
@@ -135,6 +135,16 @@ def record_replays(
             tallies[workflow_id] = ReplayTally(stats, in_window, flagged)
         uow.commit()
     return tallies
+
+
+def _recent(seen: ReplayCount, since: datetime, now: datetime) -> dict[datetime, int]:
+    """``seen``'s replays by second from ``since`` on (a clock ahead of ours counts as now)."""
+    recent: dict[datetime, int] = {}
+    for second, n in seen.seconds.items():
+        if second >= since:
+            at = min(second, whole_second(now))
+            recent[at] = recent.get(at, 0) + n
+    return recent
 
 
 def flag_retry_storm(

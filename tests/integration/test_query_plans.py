@@ -45,7 +45,7 @@ PARAMS: dict[str, Any] = {
     "emails": ["a@example.com"], "email": "a@example.com", "key_id": "key_a",
     "key_hash": "h", "limit": 100, "w_tenant": "acme", "w_workflow": "wf",
     "w_since_us": 0, "w_before_us": 0, "event_id": "evt_a", "subscription_id": "whk_a",
-    "tenants": ["acme", "other"], "delivery_id": "dlv_a", "at_us": 0, "status": 200,
+    "tenants": ["acme", "other"], "w_workflows": ["wf", "wf-2"], "delivery_id": "dlv_a", "at_us": 0, "status": 200,
     "error": None, "w_id": "evt_a", "v_state": "delivered", "v_settled_us": 0,
 }  # fmt: skip
 
@@ -80,6 +80,7 @@ HOT: dict[str, tuple[Executable, str]] = {
     "audit head": (repos._HEAD, "sqlite_autoindex_audit_heads_1"),
     "key by id": (repos._KEY_BY_ID, "sqlite_autoindex_api_keys_1"),
     "workflow stats": (ops_repos._GET, "sqlite_autoindex_workflow_stats_1"),
+    "workflows' stats": (ops_repos._GET_MANY, "sqlite_autoindex_workflow_stats_1"),
     "replays since": (ops_repos._R_SUM, "sqlite_autoindex_workflow_replays_1"),
     "events to fan out": (outbox_repo._UNFANNED, "ix_outbox_fanned_created"),
     "event by id": (outbox_repo._GET, "sqlite_autoindex_outbox_1"),

@@ -20,6 +20,7 @@ from slotward.engine.approvals import Approval, ApprovalRules, DirectoryEntry, S
 from slotward.engine.calendars import BusyBlock, CalendarBinding, CalendarWrite
 from slotward.engine.fake_approvals import FakeApprovals, FakeSessions
 from slotward.engine.fake_calendars import FakeCalendars, FakeCalendarWrites, FakeMirror
+from slotward.engine.fake_ledger import FakeLedger
 from slotward.engine.fake_ops import FakeKeys, FakeStats, FakeWorkflows
 from slotward.engine.fake_relay import FakeDeliveries, FakeLeases, FakeOutbox, FakeWebhooks
 from slotward.engine.model import (
@@ -34,7 +35,7 @@ from slotward.engine.model import (
     Subscription,
     WorkflowStats,
 )
-from slotward.engine.ports import ReplayState, UnitOfWork
+from slotward.engine.ports import UnitOfWork
 from slotward.engine.rules.audit import GENESIS
 
 __all__ = ["InMemoryStore", "InMemoryUnitOfWork", "SequentialIds", "State"]
@@ -190,76 +191,6 @@ def _start_id(hold: Hold) -> tuple[datetime, str]:
     return hold.start, hold.id
 
 
-# The fields ``Ledger.save`` does not write back: every other one it does.
-_RECORD_FIXED = ("fingerprint", "created_at", "hold_id", "kind", "workflow_id", "tool")
-
-
-class _Ledger:
-    def __init__(self, state: Callable[[], State]) -> None:
-        self._state = state
-
-    def get(self, tenant: str, key: str) -> LedgerRecord | None:
-        return self._state().ledger.get((tenant, key))
-
-    def replay_state(self, tenant: str, key: str, emails: Collection[str]) -> ReplayState | None:
-        state = self._state()
-        record = state.ledger.get((tenant, key))
-        if record is None:
-            return None
-        hold = None if record.hold_id is None else state.holds.get((tenant, record.hold_id))
-        found = {e: state.emails[(tenant, e)] for e in emails if (tenant, e) in state.emails}
-        return ReplayState(
-            record=record,
-            hold_status=None if hold is None else hold.status,
-            hold_expires_at=None if hold is None else hold.expires_at,
-            directory=found,
-        )
-
-    def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
-        found = [
-            r for (t, _), r in self._state().ledger.items()
-            if t == tenant and r.fingerprint == fingerprint
-        ]  # fmt: skip
-        return min(found, key=lambda r: (r.created_at, r.key), default=None)
-
-    def add(self, record: LedgerRecord) -> None:
-        ledger = self._state().ledger
-        if (record.tenant, record.key) in ledger:
-            raise KeyError(f"duplicate ledger key {record.key}")
-        ledger[(record.tenant, record.key)] = record
-
-    def save(self, record: LedgerRecord) -> None:
-        ledger = self._state().ledger
-        stored = ledger.get((record.tenant, record.key))
-        if stored is not None:  # what identifies the call stays as first recorded, as in SQL
-            ledger[(record.tenant, record.key)] = replace(record, **_fields(stored, _RECORD_FIXED))
-
-    def remove(self, tenant: str, key: str) -> None:
-        self._state().ledger.pop((tenant, key), None)
-
-    def for_workflow(self, tenant: str, workflow_id: str, limit: int) -> list[LedgerRecord]:
-        found = [
-            r for (t, _), r in self._state().ledger.items()
-            if t == tenant and r.kind == "execution" and r.workflow_id == workflow_id
-        ]  # fmt: skip
-        return sorted(found, key=lambda r: (r.created_at, r.key))[:limit]
-
-    def _due(self, now: datetime) -> list[LedgerRecord]:
-        return [
-            r for r in self._state().ledger.values()
-            if r.expires_at <= now and (r.lease_expires_at is None or r.lease_expires_at <= now)
-        ]  # fmt: skip
-
-    def purgeable_tenant(self, now: datetime) -> str | None:
-        return min((r.tenant for r in self._due(now)), default=None)
-
-    def purge(self, tenant: str, now: datetime, limit: int) -> int:
-        due = [r for r in self._due(now) if r.tenant == tenant][:limit]
-        for r in due:
-            del self._state().ledger[(r.tenant, r.key)]
-        return len(due)
-
-
 class _Directory:
     def __init__(self, state: Callable[[], State]) -> None:
         self._state = state
@@ -328,7 +259,7 @@ class InMemoryUnitOfWork:
         self.committed = state
         self._work: State | None = None
         self.holds = _Holds(self._current)
-        self.ledger = _Ledger(self._current)
+        self.ledger = FakeLedger(self._current)
         self.directory = _Directory(self._current)
         self.audit = _Audit(self._current)
         self.outbox = FakeOutbox(self._current)

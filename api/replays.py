@@ -18,6 +18,7 @@ all).
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Hashable
 from typing import Any
 
@@ -27,9 +28,15 @@ from slotward.engine.model import Reply
 from slotward.engine.rules.attendees import AttendeeRef
 from slotward.engine.usecases.known_replays import KnownCreate
 
-__all__ = ["CAPACITY", "KnownCreates", "known_create"]
+__all__ = ["CAPACITY", "KnownCreates", "known_create", "sent_as"]
 
-CAPACITY = 1 << 14  # some 20 MB: a request (~300 bytes) and its key and ids each
+CAPACITY = 1 << 14  # some 10 MB: a request's digest, and its key and ids, each
+
+
+def sent_as(caller: Hashable, body: bytes) -> Hashable:
+    """A request as it was sent: its caller and the SHA-256 of its body (not the body:
+    a body may be large, and memory is kept for thousands)."""
+    return caller, hashlib.sha256(body).digest()
 
 
 def known_create(

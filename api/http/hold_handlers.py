@@ -16,6 +16,7 @@ from slotward.api.http.context import SERVICES
 from slotward.api.http.jsonbody import decode_body, read_body, read_json
 from slotward.api.http.params import query_choices, query_int
 from slotward.api.http.responses import client_key, json_response, reply_response
+from slotward.api.replays import sent_as
 from slotward.engine.model import HoldStatus
 from slotward.engine.rules.attendees import parse_attendees
 from slotward.engine.rules.shapes import Shape
@@ -42,7 +43,7 @@ async def create_hold(request: web.Request) -> web.Response:
     principal = await authenticate(request, svc.keys, service.WRITERS)
     raw = await read_body(request)
     key = client_key(request)
-    sent = None if key is not None else (principal, raw)
+    sent = None if key is not None else sent_as(principal, raw)
     if sent is not None and (known := await service.replay_known_create(svc, principal, sent)):
         return reply_response(known)
     fields = schemas.HOLD_CREATE.validate(decode_body(raw), ignore=svc.policy.thought_fields)

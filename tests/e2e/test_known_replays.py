@@ -23,6 +23,7 @@ from sqlalchemy import Engine
 from slotward.api.bootstrap import bootstrap, open_store
 from slotward.api.config import Config
 from slotward.api.http.app import build_app
+from slotward.api.replays import sent_as
 from slotward.engine.model import Principal
 from tests.e2e.conftest import Answer, Client, Server, serving
 
@@ -61,7 +62,7 @@ async def clients(server: Server, other: Server) -> tuple[Client, Client]:
 
 def known_here(server: Server) -> bool:
     principal = Principal("acme", "agent-k", "agent", 50)
-    return server.services.known.get((principal, RAW)) is not None
+    return server.services.known.get(sent_as(principal, RAW)) is not None
 
 
 async def test_a_retry_known_here_answers_as_elsewhere(server: Server, other: Server) -> None:

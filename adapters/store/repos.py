@@ -273,7 +273,8 @@ class SqlUnitOfWork:
 
     On PostgreSQL a writer (``writes``) takes the locks of
     adapters/store/postgres/locks.py; ``wanted`` carries the attendee locks an
-    attempt found it needed over to the next (the store runs it again).
+    attempt found it needed over to the next (the store runs it again). ``db``:
+    the statements' runner on ``conn`` (by default its own).
     """
 
     def __init__(
@@ -284,10 +285,11 @@ class SqlUnitOfWork:
         begin: str | None = "BEGIN",
         writes: bool = True,
         wanted: set[str] | None = None,
+        db: Runner | None = None,
     ) -> None:
         self._conn = conn
         self._begin = begin
-        self._db = db = runner_for(conn)
+        self._db = db = runner_for(conn) if db is None else db
         on_postgres = conn.dialect.name == "postgresql"
         self._locks = TransactionLocks(db, wanted if wanted is not None else set())
         self._locking = on_postgres and writes

@@ -29,16 +29,17 @@ import functools
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Executable
 from sqlalchemy.exc import DBAPIError
 
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.runner import Row, Runner, runner_for
 from slotward.engine.errors import Unavailable
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Params = Mapping[str, Any]
 
 log = logging.getLogger("slotward.store")
 
@@ -59,20 +61,96 @@ log = logging.getLogger("slotward.store")
 MAX_GROUP = 32
 
 
+class _Savepoint:
+    """The runner of a call in a group, which opens its savepoint again after a commit.
+
+    A call's commit releases its savepoint, and most calls end there: the next
+    one is opened only if the call runs another statement through its unit of
+    work (two statements a call fewer than a new savepoint at every commit and
+    a rollback to it at every end). So after a commit a call's statements must
+    go through its repositories, as they all do, not straight to the connection.
+    """
+
+    __slots__ = ("_db", "conn", "open", "wanted")
+
+    def __init__(self, db: Runner) -> None:
+        self._db = db
+        self.conn = db.conn
+        self.wanted = False  # a statement is to run inside the call's savepoint
+        self.open = False
+
+    def begin(self) -> None:
+        self.wanted = False
+        self._db.sql("SAVEPOINT call")
+        self.open = True
+
+    def rows(self, stmt: Executable, params: Params | None = None) -> list[Row]:
+        if self.wanted:
+            self.begin()
+        return self._db.rows(stmt, params)
+
+    def first(self, stmt: Executable, params: Params | None = None) -> Row | None:
+        if self.wanted:
+            self.begin()
+        return self._db.first(stmt, params)
+
+    def scalars(self, stmt: Executable, params: Params | None = None) -> list[Any]:
+        if self.wanted:
+            self.begin()
+        return self._db.scalars(stmt, params)
+
+    def write(self, stmt: Executable, params: Params | Sequence[Params]) -> int:
+        if self.wanted:
+            self.begin()
+        return self._db.write(stmt, params)
+
+    def put(self, stmt: Executable, params: Params | Sequence[Params]) -> None:
+        if self.wanted:
+            self.begin()
+        self._db.put(stmt, params)
+
+    def flush(self) -> None:
+        self._db.flush()  # SQLite puts nothing aside: no statement to open for
+
+    def dynamic(self, stmt: Executable) -> list[Row]:
+        if self.wanted:
+            self.begin()
+        return self._db.dynamic(stmt)
+
+    def sql(self, statement: str) -> None:
+        if self.wanted:
+            self.begin()
+        self._db.sql(statement)
+
+    def release(self) -> None:
+        """Keep what was done since the savepoint opened (a commit)."""
+        if self.open:
+            self.open = False
+            self._db.sql("RELEASE SAVEPOINT call")
+
+    def undo(self) -> None:
+        """Undo what was done since the savepoint opened."""
+        if self.open:
+            self.open = False
+            self._db.sql("ROLLBACK TO SAVEPOINT call")
+            self._db.sql("RELEASE SAVEPOINT call")
+
+
 class SavepointUnitOfWork(SqlUnitOfWork):
-    """One call's unit of work inside a group: its transaction is a savepoint."""
+    """One call's unit of work inside a group: its transaction is a savepoint.
+
+    The writer keeps one per connection and hands it to each call in turn:
+    seventeen repositories and a cursor made per call cost more than some of
+    the call's statements.
+    """
 
     def __init__(self, conn: Connection, max_hold: Any) -> None:
-        super().__init__(conn, max_hold, begin=None)
-        self._open = False
-
-    def _sql(self, statement: str) -> None:
-        self._db.sql(statement)
+        self._savepoint = _Savepoint(runner_for(conn))
+        super().__init__(conn, max_hold, begin=None, db=self._savepoint)
 
     def __enter__(self) -> SavepointUnitOfWork:
         self.holds.forget()
-        self._sql("SAVEPOINT call")
-        self._open = True
+        self._savepoint.begin()
         return self
 
     def __exit__(
@@ -81,17 +159,16 @@ class SavepointUnitOfWork(SqlUnitOfWork):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
+        # What was done since the last commit is undone, as alone.
         self.holds.forget()
-        if self._open:  # what was done since the last commit is undone, as alone
-            self._open = False
-            self._sql("ROLLBACK TO SAVEPOINT call")
-            self._sql("RELEASE SAVEPOINT call")
+        self._savepoint.wanted = False
+        self._savepoint.undo()
 
     def commit(self) -> None:
-        # Kept (in the group's transaction), and a new savepoint for what follows.
+        # Kept (in the group's transaction); what follows gets a savepoint of its own.
         self.holds.forget()
-        self._sql("RELEASE SAVEPOINT call")
-        self._sql("SAVEPOINT call")
+        self._savepoint.release()
+        self._savepoint.wanted = True
 
 
 @dataclass(frozen=True)
@@ -158,6 +235,7 @@ class GroupWriter:
         self._max_hold = max_hold
         self._translate = translate
         self._conn: Connection | None = None
+        self._uows: tuple[SqlUnitOfWork, SavepointUnitOfWork] | None = None  # the connection's
         self._calls: queue.SimpleQueue[_Call[Any] | None] = queue.SimpleQueue()
         self._groups = 0
         self._grouped_calls = 0
@@ -213,6 +291,7 @@ class GroupWriter:
             self._drop_connection()
 
     def _drop_connection(self) -> None:
+        self._uows = None
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -224,6 +303,13 @@ class GroupWriter:
         if self._conn is None:
             self._conn = self._connect()
         return self._conn
+
+    def _units(self, conn: Connection) -> tuple[SqlUnitOfWork, SavepointUnitOfWork]:
+        """The units of work on ``conn``, alone and in a group: made once, used call after call."""
+        if self._uows is None:
+            alone = SqlUnitOfWork(conn, self._max_hold, begin="BEGIN IMMEDIATE")
+            self._uows = (alone, SavepointUnitOfWork(conn, self._max_hold))
+        return self._uows
 
     def _run_group(self, group: list[_Call[Any]]) -> None:
         if not group:
@@ -239,9 +325,10 @@ class GroupWriter:
         except DBAPIError as exc:
             self._settle(group, exc)
             return
+        uow = self._units(conn)[1]
         for i, call in enumerate(group):
             try:
-                call.outcome = (True, call.run(SavepointUnitOfWork(conn, self._max_hold)))
+                call.outcome = (True, call.run(uow))
             except DBAPIError as exc:
                 # The shared transaction is in doubt: undo it all; this call
                 # failed as it would have alone; the others run again alone.
@@ -268,7 +355,7 @@ class GroupWriter:
             _deliver(call)
 
     def _run_alone(self, conn: Connection, call: _Call[Any]) -> None:
-        uow = SqlUnitOfWork(conn, self._max_hold, begin="BEGIN IMMEDIATE")
+        uow = self._units(conn)[0]
         try:
             call.outcome = (True, call.run(uow))
         except DBAPIError as exc:

@@ -7,10 +7,13 @@ from datetime import UTC, datetime, timedelta
 __all__ = ["from_us", "opt_from_us", "opt_to_us", "to_us"]
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Made once: a timedelta built per call was two thirds of to_us, which runs
+# some twenty times a create.
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def to_us(instant: datetime) -> int:
-    return (instant - _EPOCH) // timedelta(microseconds=1)
+    return (instant - _EPOCH) // _MICROSECOND
 
 
 def from_us(micros: int) -> datetime:

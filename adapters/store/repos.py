@@ -5,8 +5,10 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta
 from types import TracebackType
+from typing import Any
 
-from sqlalchemy import Connection, bindparam, insert, select, text, union, update
+from sqlalchemy import Connection, Insert, bindparam, insert, select, text, union, update
+from sqlalchemy.dialects import postgresql, sqlite
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.approval_repos import SqlApprovals, SqlSessions
@@ -82,6 +84,15 @@ _ATTENDEE_NAME = (
 )
 _EMAIL = select(_e.email).where(_e.tenant == bindparam("tenant"), _e.email == bindparam("email"))
 _EMAIL_ADD = insert(t.attendee_emails)
+
+
+def _insert_new(dialect: Any, table: Any) -> Insert:
+    """An insert that keeps the row already there (one statement, not a read and a write)."""
+    return dialect.insert(table).on_conflict_do_nothing()  # type: ignore[no-any-return]
+
+
+_ATTENDEE_NEW = {d.dialect.name: _insert_new(d, t.attendees) for d in (sqlite, postgresql)}
+_EMAIL_NEW = {d.dialect.name: _insert_new(d, t.attendee_emails) for d in (sqlite, postgresql)}
 _EMAIL_MOVE = (
     update(t.attendee_emails)
     .where(_e.tenant == bindparam("w_tenant"), _e.email == bindparam("w_email"))
@@ -100,6 +111,9 @@ _EMAILS_OF = select(_e.attendee_id, _e.email).where(
 class SqlDirectory:
     def __init__(self, db: Runner) -> None:
         self._db = db
+        dialect = db.conn.dialect.name
+        self._attendee_new = _ATTENDEE_NEW[dialect]
+        self._email_new = _EMAIL_NEW[dialect]
 
     def lookup(
         self, tenant: str, emails: Collection[str], ids: Collection[str]
@@ -114,9 +128,18 @@ class SqlDirectory:
         return found, known
 
     def register(self, tenant: str, pairs: Sequence[tuple[str, str]], now: datetime) -> None:
-        for attendee_id, email in pairs:
-            self._insert_missing(tenant, attendee_id, None, now)
-            self._point(tenant, email, attendee_id, overwrite=False)
+        # A create's new attendees: two inserts that keep what is there, not a
+        # read and a write for each attendee and each email (four statements).
+        if not pairs:
+            return
+        created = to_us(now)
+        self._db.put(
+            self._attendee_new,
+            [{"tenant": tenant, "id": a, "name": None, "created_us": created} for a, _ in pairs],
+        )
+        self._db.put(
+            self._email_new, [{"tenant": tenant, "email": e, "attendee_id": a} for a, e in pairs]
+        )
 
     def put(
         self, tenant: str, attendee_id: str, name: str | None, emails: Sequence[str], now: datetime
@@ -273,7 +296,8 @@ class SqlUnitOfWork:
 
     On PostgreSQL a writer (``writes``) takes the locks of
     adapters/store/postgres/locks.py; ``wanted`` carries the attendee locks an
-    attempt found it needed over to the next (the store runs it again).
+    attempt found it needed over to the next (the store runs it again). ``db``:
+    the statements' runner on ``conn`` (by default its own).
     """
 
     def __init__(
@@ -284,10 +308,11 @@ class SqlUnitOfWork:
         begin: str | None = "BEGIN",
         writes: bool = True,
         wanted: set[str] | None = None,
+        db: Runner | None = None,
     ) -> None:
         self._conn = conn
         self._begin = begin
-        self._db = db = runner_for(conn)
+        self._db = db = runner_for(conn) if db is None else db
         on_postgres = conn.dialect.name == "postgresql"
         self._locks = TransactionLocks(db, wanted if wanted is not None else set())
         self._locking = on_postgres and writes

@@ -141,8 +141,12 @@ def next_entry(
             retryable=False,
         )
     keyed = audit_key is not None and (seal or head[0] == 0 or is_keyed(head[1]))
-    draft = AuditEntry(tenant, head[0] + 1, at, actor, action, key, hold_id, outcome, head[1], "")
-    return replace(draft, hash=entry_hash(draft, audit_key if keyed else None))
+    seq, prev = head[0] + 1, head[1]
+    draft = AuditEntry(tenant, seq, at, actor, action, key, hold_id, outcome, prev, "")
+    # Built again, not dataclasses.replace'd: replace walks the fields in
+    # Python, and every write call appends an entry.
+    digest = entry_hash(draft, audit_key if keyed else None)
+    return AuditEntry(tenant, seq, at, actor, action, key, hold_id, outcome, prev, digest)
 
 
 @dataclass(frozen=True)

@@ -51,13 +51,17 @@ def emit(
     event_type: str,
     now: datetime,
     extra: dict[str, object] | None = None,
+    *,
+    document: dict[str, object] | None = None,
 ) -> None:
     """Queue ``event_type`` for delivery, in the same transaction as the change.
 
     ``hold`` is the hold after the change: its ``event_seq`` is this event's
-    place in the hold's sequence.
+    place in the hold's sequence. ``document``: its ``hold_document`` at
+    ``now``, when the caller has built it already.
     """
-    payload = {"hold": hold_document(hold, now), **(extra or {})}
+    doc = hold_document(hold, now) if document is None else document
+    payload = {"hold": doc, **(extra or {})}
     uow.outbox.add(
         OutboxEvent(
             ids.new_id("evt"), hold.tenant, event_type, now, payload, hold.id, seq=hold.event_seq

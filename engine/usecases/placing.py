@@ -166,6 +166,8 @@ def place_hold(
         now = clock.now()  # after the lock: writers that waited for it see fresh time
         with answering_for(public_key(prep.key)):
             reply = _place(uow, req, prep, policy, now, ids, external)
+        if reply.workflow_id == req.workflow_id:  # a fresh create's: dataclasses.replace is dear
+            return reply
         return replace(reply, workflow_id=req.workflow_id)
 
 
@@ -224,7 +226,8 @@ def _create(
                 hold_id, "fresh", audit_key=policy.audit_key)  # fmt: skip
     hold = _new_hold(req, prep, hold_id, seq, now)
     uow.holds.add(hold)
-    body = encode({**hold_document(hold, now), **view.fields()})
+    doc = hold_document(hold, now)  # the answer's and the event's
+    body = encode({**doc, **view.fields()})
     uow.ledger.add(
         LedgerRecord(
             tenant=principal.tenant, key=prep.key, fingerprint=prep.fingerprint,
@@ -233,9 +236,12 @@ def _create(
             tool=TOOL, agent_id=principal.agent_id, completed_at=now,
         )
     )  # fmt: skip
-    emit(uow, ids, hold, "hold.created", now)
+    emit(uow, ids, hold, "hold.created", now, document=doc)
     uow.commit()
-    return Reply(created=True, body=body, key=public_key(prep.key), replayed=False, hold_id=hold.id)
+    return Reply(
+        created=True, body=body, key=public_key(prep.key), replayed=False, hold_id=hold.id,
+        workflow_id=req.workflow_id,
+    )  # fmt: skip
 
 
 def _check_window(interval: Interval, now: datetime, max_hold: timedelta) -> None:

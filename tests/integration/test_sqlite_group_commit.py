@@ -43,6 +43,11 @@ def _conn(uow: UnitOfWork) -> Connection:
     return conn
 
 
+def _sql(uow: UnitOfWork, statement: str) -> None:
+    """A statement through the unit of work's runner, as the repositories run theirs."""
+    uow._db.sql(statement)  # type: ignore[attr-defined]
+
+
 def _create_tables(uow: UnitOfWork) -> None:
     with uow:
         conn = _conn(uow)
@@ -137,9 +142,11 @@ async def test_a_failing_call_undoes_only_its_own_work(store: SqliteStore) -> No
 async def test_work_committed_before_an_error_is_kept(store: SqliteStore) -> None:
     def commit_then_fail(uow: UnitOfWork) -> None:
         with uow:
-            _conn(uow).exec_driver_sql("INSERT INTO notes VALUES (5, 'audited refusal')")
+            _sql(uow, "INSERT INTO notes VALUES (5, 'audited refusal')")
             uow.commit()
-            _conn(uow).exec_driver_sql("INSERT INTO notes VALUES (6, 'undone')")
+            # After a commit the call's next savepoint opens with its next
+            # statement through the unit of work (adapters/store/sqlite/writer.py).
+            _sql(uow, "INSERT INTO notes VALUES (6, 'undone')")
             raise LookupError("refused")
 
     answers = await _queued(store, [_note(1), commit_then_fail, _note(2)])

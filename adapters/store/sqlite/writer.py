@@ -29,16 +29,16 @@ import functools
 import logging
 import queue
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Any, Generic, TypeVar
 
 from sqlalchemy import Connection
 from sqlalchemy.exc import DBAPIError
 
 from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.sqlite.savepoint import SavepointUnitOfWork
 from slotward.engine.errors import Unavailable
 
 __all__ = [
@@ -51,47 +51,13 @@ __all__ = [
 ]
 
 T = TypeVar("T")
+Params = Mapping[str, Any]
 
 log = logging.getLogger("slotward.store")
 
 # More calls than this wait for the next group: a group's calls share its fate
 # when its COMMIT fails, and its first answer waits for its last call.
 MAX_GROUP = 32
-
-
-class SavepointUnitOfWork(SqlUnitOfWork):
-    """One call's unit of work inside a group: its transaction is a savepoint."""
-
-    def __init__(self, conn: Connection, max_hold: Any) -> None:
-        super().__init__(conn, max_hold, begin=None)
-        self._open = False
-
-    def _sql(self, statement: str) -> None:
-        self._db.sql(statement)
-
-    def __enter__(self) -> SavepointUnitOfWork:
-        self.holds.forget()
-        self._sql("SAVEPOINT call")
-        self._open = True
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.holds.forget()
-        if self._open:  # what was done since the last commit is undone, as alone
-            self._open = False
-            self._sql("ROLLBACK TO SAVEPOINT call")
-            self._sql("RELEASE SAVEPOINT call")
-
-    def commit(self) -> None:
-        # Kept (in the group's transaction), and a new savepoint for what follows.
-        self.holds.forget()
-        self._sql("RELEASE SAVEPOINT call")
-        self._sql("SAVEPOINT call")
 
 
 @dataclass(frozen=True)
@@ -158,6 +124,7 @@ class GroupWriter:
         self._max_hold = max_hold
         self._translate = translate
         self._conn: Connection | None = None
+        self._uows: tuple[SqlUnitOfWork, SavepointUnitOfWork] | None = None  # the connection's
         self._calls: queue.SimpleQueue[_Call[Any] | None] = queue.SimpleQueue()
         self._groups = 0
         self._grouped_calls = 0
@@ -213,6 +180,7 @@ class GroupWriter:
             self._drop_connection()
 
     def _drop_connection(self) -> None:
+        self._uows = None
         conn, self._conn = self._conn, None
         if conn is not None:
             try:
@@ -225,6 +193,13 @@ class GroupWriter:
             self._conn = self._connect()
         return self._conn
 
+    def _units(self, conn: Connection) -> tuple[SqlUnitOfWork, SavepointUnitOfWork]:
+        """The units of work on ``conn``, alone and in a group: made once, used call after call."""
+        if self._uows is None:
+            alone = SqlUnitOfWork(conn, self._max_hold, begin="BEGIN IMMEDIATE")
+            self._uows = (alone, SavepointUnitOfWork(conn, self._max_hold))
+        return self._uows
+
     def _run_group(self, group: list[_Call[Any]]) -> None:
         if not group:
             return
@@ -234,14 +209,15 @@ class GroupWriter:
             return
         self._groups += 1
         self._grouped_calls += len(group)
+        uow = self._units(conn)[1]
         try:
-            conn.exec_driver_sql("BEGIN IMMEDIATE")
+            uow.begin_group()
         except DBAPIError as exc:
             self._settle(group, exc)
             return
         for i, call in enumerate(group):
             try:
-                call.outcome = (True, call.run(SavepointUnitOfWork(conn, self._max_hold)))
+                call.outcome = (True, call.run(uow))
             except DBAPIError as exc:
                 # The shared transaction is in doubt: undo it all; this call
                 # failed as it would have alone; the others run again alone.
@@ -254,7 +230,7 @@ class GroupWriter:
             except BaseException as exc:
                 call.outcome = (False, exc)
         try:
-            conn.commit()
+            uow.commit_group()
         except DBAPIError as exc:
             _rollback(conn)
             self._settle(group, exc)
@@ -268,7 +244,7 @@ class GroupWriter:
             _deliver(call)
 
     def _run_alone(self, conn: Connection, call: _Call[Any]) -> None:
-        uow = SqlUnitOfWork(conn, self._max_hold, begin="BEGIN IMMEDIATE")
+        uow = self._units(conn)[0]
         try:
             call.outcome = (True, call.run(uow))
         except DBAPIError as exc:

@@ -1,0 +1,149 @@
+"""A call's unit of work in a group of SQLite's writer: its transaction is a savepoint.
+
+The writer (adapters/store/sqlite/writer.py) runs the calls that queued up
+together in one ``BEGIN IMMEDIATE`` transaction, each in a savepoint of its
+own, so that each keeps the meaning it had alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+from sqlalchemy import Connection, Executable
+
+from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.runner import Row, Runner, runner_for
+
+__all__ = ["SavepointUnitOfWork"]
+
+Params = Mapping[str, Any]
+
+
+class _Savepoint:
+    """The runner of a call in a group, which opens its savepoint again after a commit.
+
+    A call's commit releases its savepoint, and most calls end there: the next
+    one is opened only if the call runs another statement through its unit of
+    work (two statements a call fewer than a new savepoint at every commit and
+    a rollback to it at every end). So after a commit a call's statements must
+    go through its repositories, as they all do, not straight to the connection.
+    """
+
+    __slots__ = ("_db", "conn", "open", "wanted")
+
+    def __init__(self, db: Runner) -> None:
+        self._db = db
+        self.conn = db.conn
+        self.wanted = False  # a statement is to run inside the call's savepoint
+        self.open = False
+
+    def begin(self) -> None:
+        self.wanted = False
+        self._db.sql("SAVEPOINT call")
+        self.open = True
+
+    def rows(self, stmt: Executable, params: Params | None = None) -> list[Row]:
+        if self.wanted:
+            self.begin()
+        return self._db.rows(stmt, params)
+
+    def first(self, stmt: Executable, params: Params | None = None) -> Row | None:
+        if self.wanted:
+            self.begin()
+        return self._db.first(stmt, params)
+
+    def scalars(self, stmt: Executable, params: Params | None = None) -> list[Any]:
+        if self.wanted:
+            self.begin()
+        return self._db.scalars(stmt, params)
+
+    def write(self, stmt: Executable, params: Params | Sequence[Params]) -> int:
+        if self.wanted:
+            self.begin()
+        return self._db.write(stmt, params)
+
+    def put(self, stmt: Executable, params: Params | Sequence[Params]) -> None:
+        if self.wanted:
+            self.begin()
+        self._db.put(stmt, params)
+
+    def flush(self) -> None:
+        self._db.flush()  # SQLite puts nothing aside: no statement to open for
+
+    def dynamic(self, stmt: Executable) -> list[Row]:
+        if self.wanted:
+            self.begin()
+        return self._db.dynamic(stmt)
+
+    def sql(self, statement: str) -> None:
+        if self.wanted:
+            self.begin()
+        self._db.sql(statement)
+
+    def raw(self, statement: str) -> None:
+        """Run ``statement`` as it is, outside the call's savepoint."""
+        self._db.sql(statement)
+
+    def release(self) -> None:
+        """Keep what was done since the savepoint opened (a commit)."""
+        if self.open:
+            self.open = False
+            self._db.sql("RELEASE SAVEPOINT call")
+
+    def undo(self) -> None:
+        """Undo what was done since the savepoint opened."""
+        if self.open:
+            self.open = False
+            self._db.sql("ROLLBACK TO SAVEPOINT call")
+            self._db.sql("RELEASE SAVEPOINT call")
+
+
+class SavepointUnitOfWork(SqlUnitOfWork):
+    """One call's unit of work inside a group: its transaction is a savepoint.
+
+    The writer keeps one per connection and hands it to each call in turn:
+    seventeen repositories and a cursor made per call cost more than some of
+    the call's statements.
+    """
+
+    def __init__(self, conn: Connection, max_hold: Any) -> None:
+        self._savepoint = _Savepoint(runner_for(conn))
+        super().__init__(conn, max_hold, begin=None, db=self._savepoint)
+
+    def __enter__(self) -> SavepointUnitOfWork:
+        self.holds.forget()
+        self._savepoint.begin()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # What was done since the last commit is undone, as alone.
+        self.holds.forget()
+        self._savepoint.wanted = False
+        self._savepoint.undo()
+
+    def commit(self) -> None:
+        # Kept (in the group's transaction); what follows gets a savepoint of its own.
+        self.holds.forget()
+        self._savepoint.release()
+        self._savepoint.wanted = True
+
+    # The group's transaction, on the driver's cursor: through SQLAlchemy's
+    # Connection a BEGIN and a COMMIT cost some 130 us more, once a group.
+    def begin_group(self) -> None:
+        """Open the group's transaction (``BEGIN IMMEDIATE``)."""
+        self._savepoint.raw("BEGIN IMMEDIATE")
+
+    def commit_group(self) -> None:
+        """Commit the group's transaction; a database error is raised as SQLAlchemy's."""
+        self._savepoint.raw("COMMIT")
+        if self._conn.in_transaction():
+            # A statement run through SQLAlchemy (``dynamic``) began its own
+            # view of the transaction: closed too (nothing is left to commit).
+            self._conn.commit()

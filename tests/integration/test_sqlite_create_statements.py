@@ -1,0 +1,103 @@
+"""What a fresh create costs SQLite's writer, counted in statements: a ratchet.
+
+A create's time on the one writer thread is mostly its statements (issue 16):
+the count of a create in a group, with an attendee the directory has never
+seen, is pinned here, so a statement added to the hot path is a decision and
+not an accident. The statements are caught by sqlite3's own trace.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.engine.clock import FixedClock, TimeOrderedIds
+from slotward.engine.model import Principal, Reply
+from slotward.engine.ports import UnitOfWork
+from slotward.engine.rules.attendees import parse_attendees
+from slotward.engine.rules.policy import Policy
+from slotward.engine.rules.timenorm import normalize_interval
+from slotward.engine.usecases.placing import HoldRequest, place_hold
+
+NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
+EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
+
+# SAVEPOINT; the directory, the ledger record and the live intent (the replay
+# checks); the overlap; the new attendee and its email; the audit head, entry
+# and head moved; the hold and its attendee; the record; the event; RELEASE.
+FRESH_CREATE_IN_A_GROUP = 15
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore.open(f"sqlite:///{tmp_path / 's.db'}", timedelta(hours=24))
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def _creating(n: int) -> Any:
+    req = HoldRequest(
+        principal=Principal("acme", "agent-a", "agent", 50), workflow_id=f"wf-{n}", step=None,
+        attendees=parse_attendees([f"person-{n}@example.com"]),
+        interval=normalize_interval(start=f"2030-10-14T{9 + n:02d}:00:00Z", duration_minutes=30),
+        title="Sync", description=None, priority=50, ttl_seconds=300,
+    )  # fmt: skip
+    clock, ids = FixedClock(NOW), TimeOrderedIds()
+
+    def create(uow: UnitOfWork) -> Reply:
+        return place_hold(uow, req, Policy(), clock, ids)
+
+    return create
+
+
+class _Traced:
+    """Two creates queued behind a gate (one group), the second one's statements caught."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.sent: list[str] = []
+        self._raw: Any = None
+
+    def gate(self, uow: UnitOfWork) -> None:
+        self._raw = uow._conn.connection.dbapi_connection  # type: ignore[attr-defined]
+        self.entered.set()
+        assert self.release.wait(EVENT_WAIT)
+
+    def start(self, uow: UnitOfWork) -> None:
+        self._raw.set_trace_callback(self.sent.append)
+
+    def stop(self, uow: UnitOfWork) -> None:
+        self._raw.set_trace_callback(None)
+
+
+async def test_a_fresh_create_in_a_group_runs_its_statements_and_no_more(
+    store: SqliteStore,
+) -> None:
+    await store.write(_creating(0))  # the tenant's chain has its head
+    traced = _Traced()
+    held = asyncio.create_task(store.write(traced.gate))
+    assert await asyncio.to_thread(traced.entered.wait, EVENT_WAIT)
+    before = store.writer_stats()
+    calls = [_creating(1), traced.start, _creating(2), traced.stop]
+    tasks = [asyncio.create_task(store.write(c)) for c in calls]
+    await asyncio.sleep(0)  # each puts its call in the writer's queue
+    traced.release.set()
+    await held
+    replies = await asyncio.gather(*tasks)
+    assert store.writer_stats().groups - before.groups == 1  # they ran as one group
+    assert replies[0].created
+    assert replies[2].created
+    statements = [s for s in traced.sent if s.strip()]
+    assert statements[0] == "SAVEPOINT call"
+    assert statements[-1] == "RELEASE SAVEPOINT call"
+    assert len(statements) == FRESH_CREATE_IN_A_GROUP, "\n".join(statements)

@@ -45,7 +45,8 @@ PARAMS: dict[str, Any] = {
     "emails": ["a@example.com"], "email": "a@example.com", "key_id": "key_a",
     "key_hash": "h", "limit": 100, "w_tenant": "acme", "w_workflow": "wf",
     "w_since_us": 0, "w_before_us": 0, "event_id": "evt_a", "subscription_id": "whk_a",
-    "tenants": ["acme", "other"], "w_workflows": ["wf", "wf-2"], "delivery_id": "dlv_a", "at_us": 0, "status": 200,
+    "tenants": ["acme", "other"], "w_workflows": ["wf", "wf-2"], "delivery_id": "dlv_a",
+    "at_us": 0, "status": 200,
     "error": None, "w_id": "evt_a", "v_state": "delivered", "v_settled_us": 0,
 }  # fmt: skip
 

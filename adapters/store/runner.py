@@ -6,11 +6,12 @@ A hold create runs about fifteen statements on SQLite's one writer thread, so
 that overhead was most of the time a write held it; on PostgreSQL it was half
 of a create's CPU in the server process. So each prebuilt Core statement is
 compiled once (per dialect and shape of its parameters) and run on the
-driver's cursor: sqlite3's, or SQLAlchemy's asyncpg adapter's (which awaits
-asyncpg inside ``run_sync`` as SQLAlchemy itself does). Driver errors are
-raised as SQLAlchemy raises them (``DBAPIError.instance``), and a connection
-the dialect judges lost is invalidated, as SQLAlchemy does. Transactions stay
-SQLAlchemy's: the unit of work begins and commits them through its Connection.
+driver's cursor: sqlite3's, or on PostgreSQL a cursor of this module's straight
+on asyncpg (adapters/store/postgres/cursor.py), awaited inside ``run_sync`` as SQLAlchemy's
+own asyncpg adapter does. Driver errors are raised as SQLAlchemy raises them
+(``DBAPIError.instance``), and a connection the dialect judges lost is
+invalidated, as SQLAlchemy does. Transactions stay SQLAlchemy's: the unit of
+work begins and commits them through its Connection.
 
 Only statements built once, at import, may be run through ``rows``/``first``/
 ``scalars``/``write``: their compiled SQL is cached by identity. A statement
@@ -28,6 +29,8 @@ from sqlalchemy.dialects import sqlite
 from sqlalchemy.dialects.postgresql import asyncpg
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql.compiler import Compiled
+
+from slotward.adapters.store.postgres.cursor import AsyncpgCursor
 
 __all__ = ["CoreRunner", "DriverRunner", "Row", "Runner", "runner_for"]
 
@@ -237,10 +240,11 @@ class DriverRunner:
         self._dialect = _SQLITE if conn.dialect.name == "sqlite" else _ASYNCPG
         raw: Any = conn.connection.dbapi_connection
         self._raw = raw
-        self._cursor: Any = raw.cursor()
         if self._dialect is _SQLITE:
+            self._cursor: Any = raw.cursor()
             self._cursor.row_factory = sqlite3.Row  # rows read by name
-        # asyncpg's Record is read by name as it is.
+        else:  # asyncpg's Record is read by name as it is
+            self._cursor = AsyncpgCursor(raw)
         self._errors: type[Exception] = conn.dialect.loaded_dbapi.Error
         # PostgreSQL: writes put aside until the next statement or the commit,
         # then sent together as one (``flush``).
@@ -249,7 +253,8 @@ class DriverRunner:
 
     def _args(self, plan: _Plan, params: Params) -> Any:
         bound = plan.bind(params)
-        return bound if not plan.order else [bound[name] for name in plan.order]
+        # sqlite3 binds by name; asyncpg by position (a list, empty if none).
+        return bound if self._dialect is _SQLITE else [bound[name] for name in plan.order]
 
     def _run(self, stmt: Executable, params: Params | None) -> Any:
         if self._pending:
@@ -273,6 +278,8 @@ class DriverRunner:
         return [r[0] for r in self._run(stmt, params).fetchall()]
 
     def write(self, stmt: Executable, params: Params | Sequence[Params]) -> int:
+        """The rows changed; of several parameter sets, -1 on PostgreSQL (asyncpg's
+        executemany does not count them)."""
         if isinstance(params, Mapping):
             return int(self._run(stmt, params).rowcount)
         if not params:

@@ -405,7 +405,11 @@ def file_events(folder: Path) -> list[Event]:
     """Every event in a memcal directory (its ``*.ics`` files)."""
     found: list[Event] = []
     for path in sorted(folder.glob("*.ics")):
-        found += parse_events(path.name, path.read_bytes())
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:  # deleted since the listing: not there now
+            continue
+        found += parse_events(path.name, data)
     return found
 
 

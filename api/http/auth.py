@@ -39,8 +39,8 @@ async def authenticate(
     known only from its body (a batch of tool calls: api/http/tool_handlers.py).
     """
     header = request.headers.get("Authorization")
-    token = session_token(request)
-    if header is None and token is not None:
+    token = None if header is not None else session_token(request)  # a key sent is the caller
+    if token is not None:
         principal = (await request.app[SERVICES].sessions.resolve(token)).principal
         request[PRINCIPAL] = principal
         if request.method not in SAFE_METHODS:

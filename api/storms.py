@@ -90,7 +90,7 @@ class StormWatch:
             return
         now = self._clock.now()
         key = (tenant, workflow_id)
-        watch = self._watches.pop(key, None) or _Watch(deque(maxlen=self._threshold))
+        watch = self._watches.pop(key, None) or self._new_watch()
         self._watches[key] = watch  # the latest replayed last: the idle are found first
         self._pending.add(key)
         second = whole_second(now)
@@ -211,8 +211,11 @@ class StormWatch:
     def _watch(self, key: _Key) -> _Watch:
         watch = self._watches.get(key)
         if watch is None:
-            watch = self._watches[key] = _Watch(deque(maxlen=self._threshold))
+            watch = self._watches[key] = self._new_watch()
         return watch
+
+    def _new_watch(self) -> _Watch:
+        return _Watch(deque(maxlen=self._threshold))
 
     def _forget_idle(self, now: datetime) -> None:
         """Drop workflows with nothing to flush and no replay here for a whole window.

@@ -6,9 +6,9 @@ A hold create runs about fifteen statements on SQLite's one writer thread, so
 that overhead was most of the time a write held it; on PostgreSQL it was half
 of a create's CPU in the server process. So each prebuilt Core statement is
 compiled once (per dialect and shape of its parameters) and run on the
-driver's cursor: sqlite3's, or on PostgreSQL a cursor of this module's straight
-on asyncpg (adapters/store/postgres/cursor.py), awaited inside ``run_sync`` as SQLAlchemy's
-own asyncpg adapter does. Driver errors are raised as SQLAlchemy raises them
+driver's cursor: sqlite3's, or on PostgreSQL a cursor straight on asyncpg
+(adapters/store/postgres/cursor.py), awaited from the store's greenlet as
+SQLAlchemy's own asyncpg adapter does. Driver errors are raised as SQLAlchemy raises them
 (``DBAPIError.instance``), and a connection the dialect judges lost is
 invalidated, as SQLAlchemy does. Transactions stay SQLAlchemy's: the unit of
 work begins and commits them through its Connection.

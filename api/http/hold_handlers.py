@@ -31,8 +31,12 @@ __all__ = [
 
 
 async def _body(request: web.Request, shape: Shape, *, empty: bool = False) -> dict[str, Any]:
-    raw = await read_json(request, allow_empty=empty)
-    fields: dict[str, Any] = shape.validate(raw, ignore=request.app[SERVICES].policy.thought_fields)
+    return _fields(request, shape, await read_json(request, allow_empty=empty))
+
+
+def _fields(request: web.Request, shape: Shape, doc: object) -> dict[str, Any]:
+    """``doc`` validated as ``shape``, the policy's thought fields left out."""
+    fields: dict[str, Any] = shape.validate(doc, ignore=request.app[SERVICES].policy.thought_fields)
     return fields
 
 
@@ -46,7 +50,7 @@ async def create_hold(request: web.Request) -> web.Response:
     sent = None if key is not None else sent_as(principal, raw)
     if sent is not None and (known := await service.replay_known_create(svc, principal, sent)):
         return reply_response(known)
-    fields = schemas.HOLD_CREATE.validate(decode_body(raw), ignore=svc.policy.thought_fields)
+    fields = _fields(request, schemas.HOLD_CREATE, decode_body(raw))
     reply = await service.create_hold(
         svc, principal, fields, workflow_id=fields["workflow_id"], step=fields.get("step"),
         client_key=key, sent=sent,

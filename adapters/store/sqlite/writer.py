@@ -29,7 +29,7 @@ import functools
 import logging
 import queue
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -51,7 +51,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-Params = Mapping[str, Any]
 
 log = logging.getLogger("slotward.store")
 

@@ -17,7 +17,9 @@ claim where slotward pays one per group, and the ratio would flatter slotward
 (a review measured group commit at 35-40% of slotward's create rate). A
 database error rolls the group back and runs its claims again one by one.
 WAL checkpoints run on a thread of their own, as slotward's do
-(adapters/store/sqlite/checkpoint.py), not inside a commit.
+(adapters/store/sqlite/checkpoint.py), not inside a commit. And the processes
+sharing a file take their turns to write by a lock file, as slotward's
+writers do (adapters/store/sqlite/turns.py), not by SQLite's busy handler alone.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from slotward.adapters.store.sqlite.checkpoint import Checkpointer
 from slotward.adapters.store.sqlite.store import MMAP_BYTES
+from slotward.adapters.store.sqlite.turns import WriterTurn
 from slotward.benchmarks.reference_model import (
     CONFLICT,
     GENESIS,
@@ -149,6 +153,7 @@ class SqliteReference:
         self._conn = _connect(path)
         self._conn.execute("PRAGMA wal_autocheckpoint=0")  # the checkpointer's job
         self._checkpointer = Checkpointer(functools.partial(_connect, path))
+        self._turn = WriterTurn(Path(path))
         self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
         self._thread = threading.Thread(target=self._loop, name="reference-writer", daemon=True)
         self._thread.start()
@@ -176,13 +181,15 @@ class SqliteReference:
                     self._queue.put(None)
                     break
                 group.append(more)
-            if len(group) == 1 or not self._group(group):
-                for claim, settle in group:  # alone, or again alone after an error
-                    try:
-                        settle(True, self._transaction(claim))
-                    except Exception as exc:
-                        settle(False, exc)
+            with self._turn:
+                if len(group) == 1 or not self._group(group):
+                    for claim, settle in group:  # alone, or again alone after an error
+                        try:
+                            settle(True, self._transaction(claim))
+                        except Exception as exc:
+                            settle(False, exc)
         self._conn.close()
+        self._turn.close()
 
     def _group(self, group: list[_Item]) -> bool:
         """Run ``group`` under one COMMIT and answer it; False (nothing kept) on an error."""

@@ -28,6 +28,7 @@ from sqlalchemy.pool import NullPool
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.sqlite.checkpoint import Checkpointer
+from slotward.adapters.store.sqlite.turns import WriterTurn
 from slotward.adapters.store.sqlite.writer import GroupWriter, LoopSettle, Settle, WriterStats
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import InvalidRequest, Unavailable
@@ -200,7 +201,8 @@ class SqliteStore:
         self._max_hold = max_hold
         self._queue_seconds = waits.queue_seconds
         self._engine = _engine(path, waits)
-        self._writer = GroupWriter(self._engine.connect, max_hold, _unavailable)
+        self._turn = WriterTurn(path)
+        self._writer = GroupWriter(self._engine.connect, max_hold, _unavailable, self._turn)
         self._readers = _ReaderPool(readers, self._run_read)
         self._checkpointer = Checkpointer(self._engine.raw_connection, checkpoint_seconds)
         self._local = threading.local()
@@ -312,6 +314,7 @@ class SqliteStore:
     async def close(self) -> None:
         self._checkpointer.close()
         self._writer.close()
+        self._turn.close()
         self._readers.close()
         for conn in self._reader_conns:
             conn.close()

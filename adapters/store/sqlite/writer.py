@@ -31,6 +31,7 @@ import queue
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -118,8 +119,12 @@ class GroupWriter:
         connect: Callable[[], Connection],
         max_hold: Any,
         translate: Callable[[BaseException], BaseException],
+        turn: AbstractContextManager[Any] | None = None,
     ) -> None:
+        """``turn`` is held over each transaction: the processes sharing the
+        file take their turns by it (sqlite/turns.py)."""
         self._connect = connect
+        self._turn: AbstractContextManager[Any] = turn if turn is not None else nullcontext()
         self._max_hold = max_hold
         self._translate = translate
         self._conn: Connection | None = None
@@ -203,16 +208,23 @@ class GroupWriter:
         if not group:
             return
         conn = self._connection()
-        if len(group) == 1:
-            self._run_alone(conn, group[0])
-            return
+        # Held over the transaction, given back before the answers are: another
+        # process sharing the file writes while this one hands them over.
+        with self._turn:
+            if len(group) == 1:
+                self._run_alone(conn, group[0])
+            else:
+                self._run_together(conn, group)
+        _deliver_group(group)
+
+    def _run_together(self, conn: Connection, group: list[_Call[Any]]) -> None:
         self._groups += 1
         self._grouped_calls += len(group)
         uow = self._units(conn)[1]
         try:
             uow.begin_group()
         except DBAPIError as exc:
-            self._settle(group, exc)
+            self._failed(group, exc)
             return
         for i, call in enumerate(group):
             try:
@@ -222,7 +234,6 @@ class GroupWriter:
                 # failed as it would have alone; the others run again alone.
                 _rollback(conn)
                 call.outcome = (False, self._translate(exc))
-                _deliver(call)
                 for other in group[:i] + group[i + 1 :]:
                     self._run_alone(conn, other)
                 return
@@ -232,15 +243,12 @@ class GroupWriter:
             uow.commit_group()
         except DBAPIError as exc:
             _rollback(conn)
-            self._settle(group, exc)
-            return
-        _deliver_group(group)
+            self._failed(group, exc)
 
-    def _settle(self, group: list[_Call[Any]], exc: DBAPIError) -> None:
-        """Answer every call of a group that did not commit with the error."""
+    def _failed(self, group: list[_Call[Any]], exc: DBAPIError) -> None:
+        """Every call of a group that did not commit fails with the error."""
         for call in group:
             call.outcome = (False, self._translate(exc))
-            _deliver(call)
 
     def _run_alone(self, conn: Connection, call: _Call[Any]) -> None:
         uow = self._units(conn)[0]
@@ -250,7 +258,6 @@ class GroupWriter:
             call.outcome = (False, self._translate(exc))
         except BaseException as exc:
             call.outcome = (False, exc)
-        _deliver(call)
 
 
 def _started(call: _Call[Any]) -> bool:
@@ -285,7 +292,7 @@ def _deliver(call: _Call[Any]) -> None:
 
 
 def _deliver_group(group: list[_Call[Any]]) -> None:
-    """Hand back a committed group's answers: one callback per event loop."""
+    """Hand back a group's answers: one callback per event loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], bool, Any]]] = {}
     for call in group:
         settle = call.settle

@@ -19,7 +19,7 @@ all).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import orjson
@@ -28,7 +28,7 @@ from slotward.engine.model import Reply
 from slotward.engine.rules.attendees import AttendeeRef
 from slotward.engine.usecases.known_replays import KnownCreate
 
-__all__ = ["CAPACITY", "KnownCreates", "known_create", "sent_as"]
+__all__ = ["CAPACITY", "KnownCreates", "known_create", "sent_as", "tool_call_sent_as"]
 
 CAPACITY = 1 << 14  # some 10 MB: a request's digest, and its key and ids, each
 
@@ -37,6 +37,24 @@ def sent_as(caller: Hashable, body: bytes) -> Hashable:
     """A request as it was sent: its caller and the SHA-256 of its body (not the body:
     a body may be large, and memory is kept for thousands)."""
     return caller, hashlib.sha256(body).digest()
+
+
+def tool_call_sent_as(
+    caller: Hashable, workflow_id: object, step: object, arguments: Mapping[str, Any]
+) -> Hashable | None:
+    """A create tool call as it was sent: its caller, its envelope's workflow and
+    step, and its arguments as validated (an alias given for a name is the same
+    call); None if they have no JSON form (never the case for a parsed call).
+
+    Not the body's bytes: a tool call's body also holds what does not make the
+    call (the model's call id, its other calls of a batch, its format). The key
+    is another namespace than a hold body's, so the two never meet.
+    """
+    try:
+        doc = orjson.dumps([workflow_id, step, arguments], option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
+    return sent_as(("tool-call", caller), doc)
 
 
 def known_create(

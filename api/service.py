@@ -49,6 +49,7 @@ from slotward.api.holds import (
 )
 from slotward.api.keys import ROLES, NewKey, create_key, issue_key, revoke_key, withdraw_key
 from slotward.api.ledger import acquire_execution, complete_execution, get_execution
+from slotward.api.replays import tool_call_sent_as
 from slotward.engine.errors import Forbidden, ValidationFailed
 from slotward.engine.model import Principal, Reply, Role
 from slotward.engine.tools import (
@@ -128,8 +129,14 @@ _Runner = Callable[
 async def _run_create(
     svc: Services, p: Principal, env: Mapping[str, Any], args: dict[str, Any], key: str | None
 ) -> Reply:
+    """A retry of a create call sent as it was (no client key) is replayed from
+    what this process knows of it, as ``POST /v1/holds``'s (api/replays.py)."""
+    workflow_id, step = env["workflow_id"], env.get("step")
+    sent = None if key is not None else tool_call_sent_as(p, workflow_id, step, args)
+    if sent is not None and (known := await replay_known_create(svc, p, sent)):
+        return known
     return await create_hold(
-        svc, p, args, workflow_id=env["workflow_id"], step=env.get("step"), client_key=key
+        svc, p, args, workflow_id=workflow_id, step=step, client_key=key, sent=sent
     )
 
 

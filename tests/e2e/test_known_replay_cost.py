@@ -2,7 +2,8 @@
 
 A retry sent as its create was is answered from what the process knows of it
 (api/replays.py): one read transaction of one statement on the event loop's
-own connection, and nothing on the reader threads or the writer. Pinned here,
+own connection, and nothing on the reader threads or the writer; at
+``POST /v1/holds`` and for a create tool call alike. Pinned here,
 over a real HTTP server and a real SQLite file, so a lookup added back to that
 path is a decision and not an accident. The statements are caught by
 sqlite3's own trace.
@@ -23,6 +24,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.engine.tools import CREATE_HOLD
 from tests.e2e.conftest import Server
 
 BODY: dict[str, Any] = {
@@ -49,6 +51,27 @@ def _traced(conn: sqlite3.Connection) -> list[tuple[str, str]]:
     return seen
 
 
+class Traces:
+    """Every statement run on the peek connection and on the reader threads' from now."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        peek = store._peek_uow
+        assert peek is not None
+        self.on_peek = _traced(peek._driver)
+        readers = [c.connection.driver_connection for c in store._reader_conns]
+        self.elsewhere = [_traced(c) for c in readers if isinstance(c, sqlite3.Connection)]
+        assert self.elsewhere  # the key's check opened one: traced, it would show any read
+        self._store = store
+        self._opened = len(store._reader_conns)
+
+    def assert_one_statement_on_the_loop(self) -> None:
+        statements = [sql.split()[0] for _, sql in self.on_peek]
+        assert statements == ["BEGIN", "SELECT", "ROLLBACK"], self.on_peek
+        assert {thread for thread, _ in self.on_peek} == {threading.current_thread().name}
+        assert [s for trace in self.elsewhere for s in trace] == []  # no reader thread was used
+        assert len(self._store._reader_conns) == self._opened  # nor one opened for it
+
+
 async def test_a_known_replay_is_one_statement_on_the_loop(server: Server) -> None:
     store = server.services.store
     assert isinstance(store, SqliteStore)
@@ -60,18 +83,33 @@ async def test_a_known_replay_is_one_statement_on_the_loop(server: Server) -> No
     # (the whole path's read) opens it without making this call known.
     reworded = await agent.create({**BODY, "attendees": ["Dana@Example.com", "erin@example.com"]})
     assert reworded.replayed
-    peek = store._peek_uow
-    assert peek is not None
-    on_peek = _traced(peek._driver)
-    readers = [c.connection.driver_connection for c in store._reader_conns]
-    elsewhere = [_traced(c) for c in readers if isinstance(c, sqlite3.Connection)]
-    assert elsewhere  # the key's check opened one: traced, it would show any read
-    opened = len(store._reader_conns)
+    traces = Traces(store)
     again = await agent.create(BODY, raw=raw)
     assert again.replayed
     assert again.body == first.body
-    statements = [sql.split()[0] for _, sql in on_peek]
-    assert statements == ["BEGIN", "SELECT", "ROLLBACK"], on_peek
-    assert {thread for thread, _ in on_peek} == {threading.current_thread().name}
-    assert [s for trace in elsewhere for s in trace] == []  # no reader thread was used
-    assert len(store._reader_conns) == opened  # nor one opened for it
+    traces.assert_one_statement_on_the_loop()
+
+
+TOOL_ARGS = {key: value for key, value in BODY.items() if key != "workflow_id"}
+
+
+async def test_a_create_tool_call_sent_again_is_a_known_replay(server: Server) -> None:
+    store = server.services.store
+    assert isinstance(store, SqliteStore)
+    agent = await server.key()
+    beside = {"workflow_id": BODY["workflow_id"], "step": 1}
+    call = {"id": "call_1", "type": "function",
+            "function": {"name": CREATE_HOLD.name, "arguments": json.dumps(TOOL_ARGS)}}  # fmt: skip
+    first = await agent.post("/v1/tool-calls", {**beside, **call})
+    assert first.status == 201
+    reworded = {**TOOL_ARGS, "attendees": ["Dana@Example.com", "erin@example.com"]}
+    assert (await agent.post("/v1/tool-calls", {**beside, **call,
+            "function": {"name": CREATE_HOLD.name, "arguments": reworded}})).replayed  # fmt: skip
+    traces = Traces(store)
+    # The same call in another model's format, under another call id: its
+    # arguments, workflow and step make it the same call.
+    anthropic = {"type": "tool_use", "id": "toolu_9", "name": CREATE_HOLD.name, "input": TOOL_ARGS}
+    again = await agent.post("/v1/tool-calls", {**beside, **anthropic})
+    assert again.replayed
+    assert again.body == first.body
+    traces.assert_one_statement_on_the_loop()

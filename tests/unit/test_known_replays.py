@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from slotward.api.replays import KnownCreates, known_create
+from slotward.api.replays import KnownCreates, known_create, sent_as, tool_call_sent_as
 from slotward.engine.model import Principal, Reply
 from slotward.engine.usecases.known_replays import KnownCreate, replay_known
 from slotward.engine.usecases.placing import HoldRequest, lookup_replay
@@ -128,3 +128,23 @@ def test_the_latest_creates_are_kept_and_the_oldest_forgotten() -> None:
         KnownCreates(capacity=0)
     other: tuple[Principal, bytes] = (ALICE, b"body 2")
     assert known.get(other) is None  # another caller's same bytes are another request
+
+
+def test_a_tool_call_is_known_by_its_caller_envelope_and_arguments() -> None:
+    alice = Principal(TENANT, "agent-a", "agent", 50)
+    args = {"attendees": ["alex@example.com"], "start": "2030-10-14T14:00:00Z"}
+    sent = tool_call_sent_as(alice, "wf-1", 3, args)
+    assert sent is not None
+    # The same call, its arguments in another order: the same request.
+    assert tool_call_sent_as(alice, "wf-1", 3, dict(reversed(args.items()))) == sent
+    others = [
+        tool_call_sent_as(Principal(TENANT, "agent-b", "agent", 50), "wf-1", 3, args),
+        tool_call_sent_as(alice, "wf-2", 3, args),
+        tool_call_sent_as(alice, "wf-1", 4, args),
+        tool_call_sent_as(alice, "wf-1", 3, {**args, "duration_minutes": 30}),
+    ]
+    assert sent not in others
+    assert len(set(others)) == len(others)
+    # Never a hold body's key, whatever its bytes.
+    doc = b'["wf-1",3,{"attendees":["alex@example.com"],"start":"2030-10-14T14:00:00Z"}]'
+    assert sent != sent_as(alice, doc)

@@ -150,13 +150,16 @@ class StormWatch:
                 self._put_back(self._watch((tenant, workflow_id)), seen, cut)
                 self._pending.add((tenant, workflow_id))
             return
+        for workflow_id in counts:
+            watch = self._watches.get((tenant, workflow_id))
+            if watch is not None:
+                watch.held_back = False  # the hand-over has decided over these replays
         for workflow_id, tally in tallies.items():
             self._learn(tenant, workflow_id, tally)
 
     def _learn(self, tenant: str, workflow_id: str, tally: ReplayTally) -> None:
         """Take in what a hand-over answered: the stored flag, and whether it flagged."""
         watch = self._watch((tenant, workflow_id))
-        watch.held_back = False  # the hand-over has decided over these replays
         stored = tally.stats.storm_at
         if stored is not None and (watch.flagged_at is None or stored > watch.flagged_at):
             watch.flagged_at = stored  # another process's flag: replays here need not try

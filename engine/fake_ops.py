@@ -31,14 +31,16 @@ class FakeWorkflows:
         return found or WorkflowStats(tenant, workflow_id, 0, None, None, 0)
 
     def add_replays(
-        self, tenant: str, counts: Mapping[str, tuple[int, datetime]]
+        self, tenant: str, counts: Mapping[str, tuple[int, datetime]], *, read_back: int = 0
     ) -> dict[str, WorkflowStats]:
         added: dict[str, WorkflowStats] = {}
         for workflow_id, (count, last_at) in counts.items():
             row = self._row(tenant, workflow_id)
             last = last_at if row.last_replay_at is None else max(row.last_replay_at, last_at)
-            added[workflow_id] = replace(row, replays=row.replays + count, last_replay_at=last)
-            self._state().workflows[(tenant, workflow_id)] = added[workflow_id]
+            new = replace(row, replays=row.replays + count, last_replay_at=last)
+            self._state().workflows[(tenant, workflow_id)] = new
+            if new.replays >= read_back or new.storm_at is not None:
+                added[workflow_id] = new
         return added
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:

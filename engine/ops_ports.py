@@ -18,10 +18,11 @@ class Workflows(Protocol):
     def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None: ...
 
     def add_replays(
-        self, tenant: str, counts: Mapping[str, tuple[int, datetime]]
+        self, tenant: str, counts: Mapping[str, tuple[int, datetime]], *, read_back: int = 0
     ) -> dict[str, WorkflowStats]:
         """Add to each workflow of ``counts`` its replays, ``(count, seen up to)``
-        (creating rows as needed); the rows after, by workflow."""
+        (creating rows as needed); the rows after, by workflow: of those whose
+        replays in all reach ``read_back``, or that carry a storm flag (0: all)."""
         ...
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, bindparam, case, delete, func, insert, select, update
+from sqlalchemy import Insert, bindparam, case, delete, func, insert, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from slotward.adapters.store import tables as t
@@ -22,7 +22,9 @@ _h = t.holds.c
 _WHERE = (_w.tenant == bindparam("w_tenant"), _w.workflow_id == bindparam("w_workflow"))
 _GET = select(t.workflow_stats).where(*_WHERE)
 _GET_MANY = select(t.workflow_stats).where(
-    _w.tenant == bindparam("w_tenant"), _w.workflow_id.in_(bindparam("w_workflows", expanding=True))
+    _w.tenant == bindparam("w_tenant"),
+    _w.workflow_id.in_(bindparam("w_workflows", expanding=True)),
+    or_(_w.replays >= bindparam("w_read_back"), _w.storm_us.is_not(None)),
 )  # the primary key (tenant, workflow_id)
 _CHUNK = 500  # workflows read back a statement: well within every driver's parameter limit
 _ADD = insert(t.workflow_stats)
@@ -139,12 +141,13 @@ class SqlWorkflows:
             self._db.write(_MOVE, {**where, **values})
 
     def add_replays(
-        self, tenant: str, counts: Mapping[str, tuple[int, datetime]]
+        self, tenant: str, counts: Mapping[str, tuple[int, datetime]], *, read_back: int = 0
     ) -> dict[str, WorkflowStats]:
         # The upserts in one executemany, then the rows read back in chunks: a
         # flush hands over every workflow replayed since the last, and a
         # benchmark's replays are each of another one (two statements, not one
-        # per workflow).
+        # per workflow). Only the rows asked for come back: most workflows are
+        # far from a storm, and nothing of theirs is wanted.
         rows = [{"tenant": tenant, "workflow_id": workflow_id, "count": count,
                  "last_us": to_us(last_at)}
                 for workflow_id, (count, last_at) in sorted(counts.items())]  # fmt: skip
@@ -154,7 +157,8 @@ class SqlWorkflows:
         names = [r["workflow_id"] for r in rows]
         added: dict[str, WorkflowStats] = {}
         for start in range(0, len(names), _CHUNK):
-            chunk = {"w_tenant": tenant, "w_workflows": names[start : start + _CHUNK]}
+            chunk = {"w_tenant": tenant, "w_workflows": names[start : start + _CHUNK],
+                     "w_read_back": read_back}  # fmt: skip
             added.update((r["workflow_id"], _stats(r)) for r in self._db.rows(_GET_MANY, chunk))
         return added
 

@@ -103,7 +103,9 @@ def record_replays(
     Each workflow's replays within the window ending now are summed over every
     process's hand-overs by when they happened, not when they were handed
     over; reaching ``policy.storm_replays`` flags the workflow, once per window.
-    Seconds older than the window are forgotten, for the whole tenant.
+    Seconds older than the window are forgotten, for the whole tenant. Answers
+    a tally for each workflow with as many replays in all as a storm's, or a
+    storm flag: of the others there is nothing to tell.
     """
     tallies: dict[str, ReplayTally] = {}
     window = policy.storm_window
@@ -112,16 +114,19 @@ def record_replays(
         now = clock.now()  # after the lock: every earlier hand-over and flag is visible
         since = window_start(now, window)
         uow.workflows.forget_replays_before(tenant, since)
+        # Read back only the workflows a storm is possible for, or flagged: the
+        # window's replays are some of all the workflow's, so fewer in all than
+        # a storm's leaves nothing to count (most workflows: their row not read).
         added = uow.workflows.add_replays(
-            tenant, {w: (seen.count, seen.last_at) for w, seen in counts.items()}
+            tenant,
+            {w: (seen.count, seen.last_at) for w, seen in counts.items()},
+            read_back=policy.storm_replays,
         )
         uow.workflows.add_replay_seconds(
             tenant, {w: _recent(seen, since, now) for w, seen in counts.items()}
         )
-        for workflow_id in sorted(counts):
+        for workflow_id in sorted(added):
             stats = added[workflow_id]
-            # The window's replays are some of all the workflow's: fewer in all than
-            # a storm's, and there is none to count (most workflows: one read saved).
             in_window = None
             if stats.replays >= policy.storm_replays:
                 in_window = uow.workflows.replays_since(tenant, workflow_id, since)

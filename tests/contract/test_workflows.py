@@ -127,3 +127,16 @@ def test_the_busiest_workflows_come_most_replays_first_then_by_id(db: Db) -> Non
     assert busiest(10, tenant="nobody") == []
     [top] = db.look(lambda uow: uow.workflows.busiest("acme", 1))
     assert top == WorkflowStats("acme", "wf-d", 9, at(1), None, 0)  # every field, read back
+
+
+def test_only_the_workflows_a_storm_is_possible_for_or_flagged_are_read_back(db: Db) -> None:
+    db.commit(lambda uow: uow.workflows.add_replays("acme", {"near": (8, at(1))}))
+    db.commit(lambda uow: uow.workflows.mark_storm("acme", "flagged", at(1)))
+    counts = {"near": (2, at(2)), "far": (3, at(2)), "flagged": (1, at(2))}
+    added = db.commit(lambda uow: uow.workflows.add_replays("acme", counts, read_back=10))
+    assert added == {
+        "near": WorkflowStats("acme", "near", 10, at(2), None, 0),  # reaches it
+        "flagged": WorkflowStats("acme", "flagged", 1, at(2), at(1), 1),  # carries a flag
+    }
+    # Added all the same: "far" is counted, only not read back.
+    assert _get(db, workflow="far") == WorkflowStats("acme", "far", 3, at(2), None, 0)

@@ -71,7 +71,9 @@ class WriterTurn:
         if self._unavailable:
             return None
         try:
-            self._fd = os.open(self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._fd = os.open(
+                self._path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+            )
         except OSError as exc:  # a read-only directory, say: as before this file existed
             log.warning("cannot open %s (%s): writers queue in SQLite's busy handler",
                         self._path, exc.strerror)  # fmt: skip

@@ -6,7 +6,9 @@ and listens on the port itself, starts N spawned worker processes that all
 accept from that one socket, announces once every worker serves, and stops
 them all (SIGTERM, then SIGKILL after a grace period) when it is told to
 (SIGINT, SIGTERM) or when one of them stops. A worker also stops when its
-parent is gone. No access log, no middleware: a baseline does nothing else.
+parent is gone. Its collector is settled as slotward's is once serving
+(frozen startup heap, rarer young collections). No access log, no
+middleware: a baseline does nothing else.
 """
 
 from __future__ import annotations
@@ -26,8 +28,9 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from aiohttp import web
 
-# The same grace and the same stop as slotward's own workers.
-from slotward.api.cli.serving import STOP_SECONDS, stop_workers
+# The same grace and the same stop as slotward's own workers, and the same
+# collector settings once started.
+from slotward.api.cli.serving import STOP_SECONDS, settle_heap, stop_workers
 
 __all__ = ["AppFactory", "add_serving_arguments", "health_handler", "serve"]
 
@@ -135,6 +138,7 @@ async def _serve_one(
         await factory(), handle_signals=False, access_log=None, shutdown_timeout=STOP_SECONDS
     )
     await runner.setup()
+    settle_heap()
     stop = _stop_on_signals()
     watcher: asyncio.Task[None] | None = None
     try:

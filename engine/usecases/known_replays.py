@@ -55,9 +55,8 @@ def replay_known(uow: UnitOfWork, known: KnownCreate, now: datetime) -> Reply | 
             return None  # an email left the directory: resolved afresh
         if {*state.directory.values(), *known.ids} != known.attendees:
             return None  # an email now names another attendee: another intent
-    reply = replace(replay_record(state.record, known.key), workflow_id=known.workflow_id)
+    reply = replay_record(state.record, known.key)
     if state.hold_status is None or state.hold_expires_at is None:
-        return reply
-    return replace(
-        reply, hold_status=status_at(state.hold_status, state.hold_expires_at, now).value
-    )
+        return replace(reply, workflow_id=known.workflow_id)
+    status = status_at(state.hold_status, state.hold_expires_at, now).value
+    return replace(reply, workflow_id=known.workflow_id, hold_status=status)

@@ -40,7 +40,7 @@ from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import Unavailable
 from slotward.engine.ports import UnitOfWork
 
-__all__ = ["RETRYABLE_SQLSTATES", "PostgresStore"]
+__all__ = ["RETRYABLE_SQLSTATES", "PostgresStore", "server_settings"]
 
 T = TypeVar("T")
 
@@ -60,6 +60,25 @@ def _sqlstate(exc: DBAPIError) -> str | None:
 DEFAULT_POOL_SIZE = 10
 
 
+def server_settings(waits: Waits) -> dict[str, str]:
+    """The settings every connection of the store starts with."""
+    return {
+        # asyncpg prepares every statement. Under the default plan cache mode
+        # PostgreSQL soon plans each once for any values (a generic plan) and
+        # keeps that plan as the table grows; custom plans are made again at
+        # every call, for its values and the table's size then. Neither is
+        # sure on a never analysed table (docs/concurrency.md "Plans").
+        "plan_cache_mode": "force_custom_plan",
+        # Every wait is bounded, so no request hangs on the store: a stuck
+        # holder of a tenant lock makes its waiters give up with a 503, and a
+        # runaway statement is cancelled by the server (a clean abort, unlike
+        # cancelling the client's task halfway).
+        "lock_timeout": f"{Waits.millis(waits.lock_seconds)}ms",
+        "statement_timeout": f"{Waits.millis(waits.statement_seconds)}ms",
+        "idle_in_transaction_session_timeout": "30s",
+    }
+
+
 def _engine(url: str, waits: Waits, pool_size: int, **options: Any) -> AsyncEngine:
     return create_async_engine(
         url,
@@ -71,21 +90,7 @@ def _engine(url: str, waits: Waits, pool_size: int, **options: Any) -> AsyncEngi
         max_overflow=0,
         pool_timeout=waits.queue_seconds,  # no connection free that long: a 503, not a hang
         hide_parameters=True,  # errors are logged: never with stored bodies or tokens in them
-        connect_args={
-            "server_settings": {
-                # asyncpg prepares every statement; under the default plan cache
-                # mode the overlap query fell to a generic plan with a sequential
-                # scan. Custom plans keep it on the index (docs/concurrency.md).
-                "plan_cache_mode": "force_custom_plan",
-                # Every wait is bounded, so no request hangs on the store: a
-                # stuck holder of a tenant lock makes its waiters give up with a
-                # 503, and a runaway statement is cancelled by the server (a
-                # clean abort, unlike cancelling the client's task halfway).
-                "lock_timeout": f"{Waits.millis(waits.lock_seconds)}ms",
-                "statement_timeout": f"{Waits.millis(waits.statement_seconds)}ms",
-                "idle_in_transaction_session_timeout": "30s",
-            },
-        },
+        connect_args={"server_settings": server_settings(waits)},
         **options,
     )
 

@@ -158,19 +158,6 @@ async def test_the_overlap_and_intent_lookups_keep_their_index_on_a_young_databa
     await _check(dsn, sent, {**OVERLAP, **INTENT})
 
 
-@pytest.mark.xfail(
-    reason="on a young, never analysed database the planner prices the ledger's and the"
-    " directory's primary keys the same as their tenant-wide indexes, custom plans or not:"
-    " statistics are what settle it (docs/concurrency.md, Plans)",
-    strict=False,  # the tie is broken by the order PostgreSQL meets the indexes in
-)
-async def test_the_keyed_lookups_keep_their_primary_key_on_a_young_database(
-    db_url: str,
-) -> None:
-    dsn, sent = await _young_database(db_url)
-    await _check(dsn, sent, KEYED)
-
-
 async def test_once_analysed_even_generic_plans_keep_every_lookup_on_its_index(
     db_url: str,
 ) -> None:

@@ -10,11 +10,11 @@ a new version, never silently different keys for old requests.
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 from collections.abc import Collection, Mapping, Sequence
 from typing import Any, Final
 
+import orjson
 import rfc8785
 
 from slotward.engine.errors import ValidationFailed
@@ -161,7 +161,6 @@ def _sha256(doc: object) -> str:
 
 # RFC 8785 integers are exact IEEE 754 doubles.
 _SAFE_INT: Final = 2**53 - 1
-_ENCODE: Final = json.JSONEncoder(ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 class _NotPlain(Exception):
@@ -171,18 +170,20 @@ class _NotPlain(Exception):
 def _fast_canonical(doc: object) -> bytes | None:
     """The canonical bytes of the common document, or None to ask rfc8785.
 
-    Python's JSON encoder without ASCII escaping writes what RFC 8785 writes
-    for objects with string keys and string, safe-integer, boolean and null
-    leaves: the same escapes (the short ones, else lower-case \\u00xx for
-    control characters, nothing else escaped) and the same key order, as long
-    as no key holds a character beyond U+FFFF (RFC 8785 orders keys by UTF-16
-    units). Floats, big integers, lone surrogates and anything else go to
-    rfc8785, which knows their forms or refuses them. rfc8785 is the reference:
+    orjson with sorted keys writes what RFC 8785 writes for objects with
+    string keys and string, safe-integer, boolean and null leaves: UTF-8, the
+    same escapes (the short ones, else lower-case \\u00xx for control
+    characters, nothing else escaped) and the same key order (by UTF-8 bytes,
+    which is by code point), as long as no key holds a character beyond
+    U+FFFF (RFC 8785 orders keys by UTF-16 units). It is some five times
+    faster than Python's own encoder, and a create computes several. Floats,
+    big integers, lone surrogates and anything else go to rfc8785, which
+    knows their forms or refuses them. rfc8785 is the reference:
     tests/unit/test_fingerprint_properties.py checks the two agree.
     """
     try:
-        return _ENCODE.encode(_checked(doc)).encode("utf-8")
-    except (_NotPlain, UnicodeEncodeError):  # a lone surrogate does not encode
+        return orjson.dumps(_checked(doc), option=orjson.OPT_SORT_KEYS)
+    except (_NotPlain, orjson.JSONEncodeError):  # a lone surrogate does not encode
         return None
 
 

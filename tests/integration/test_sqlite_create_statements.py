@@ -101,3 +101,13 @@ async def test_a_fresh_create_in_a_group_runs_its_statements_and_no_more(
     assert statements[0] == "SAVEPOINT call"
     assert statements[-1] == "RELEASE SAVEPOINT call"
     assert len(statements) == FRESH_CREATE_IN_A_GROUP, "\n".join(statements)
+
+
+async def test_the_writers_savepoint_journals_stay_in_memory(store: SqliteStore) -> None:
+    # A create's savepoint journals some 35 pages: spilled to a temporary file
+    # (sqlite3 spills past 64 KiB unless temp_store is MEMORY) that was two
+    # write() calls a page, more system calls than the group's COMMIT made.
+    def temp_store(uow: UnitOfWork) -> int:
+        return int(uow._conn.exec_driver_sql("PRAGMA temp_store").scalar_one())  # type: ignore[attr-defined]
+
+    assert await store.write(temp_store) == 2  # MEMORY

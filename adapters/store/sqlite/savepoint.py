@@ -13,8 +13,9 @@ from typing import Any
 
 from sqlalchemy import Connection, Executable
 
-from slotward.adapters.store.repos import SqlUnitOfWork
+from slotward.adapters.store.repos import SqlAudit, SqlUnitOfWork
 from slotward.adapters.store.runner import Row, Runner, runner_for
+from slotward.engine.model import AuditEntry
 
 __all__ = ["SavepointUnitOfWork"]
 
@@ -31,18 +32,21 @@ class _Savepoint:
     go through its repositories, as they all do, not straight to the connection.
     """
 
-    __slots__ = ("_db", "conn", "open", "wanted")
+    __slots__ = ("_db", "audit", "conn", "open", "wanted")
 
     def __init__(self, db: Runner) -> None:
         self._db = db
         self.conn = db.conn
         self.wanted = False  # a statement is to run inside the call's savepoint
         self.open = False
+        self.audit: _GroupAudit | None = None  # its heads follow the savepoint
 
     def begin(self) -> None:
         self.wanted = False
         self._db.sql("SAVEPOINT call")
         self.open = True
+        if self.audit is not None:
+            self.audit.mark()
 
     def rows(self, stmt: Executable, params: Params | None = None) -> list[Row]:
         if self.wanted:
@@ -96,8 +100,51 @@ class _Savepoint:
         """Undo what was done since the savepoint opened."""
         if self.open:
             self.open = False
+            if self.audit is not None:
+                self.audit.restore()
             self._db.sql("ROLLBACK TO SAVEPOINT call")
             self._db.sql("RELEASE SAVEPOINT call")
+
+
+class _GroupAudit(SqlAudit):
+    """The audit chains in a group's transaction: each head read once.
+
+    Every create appends to its tenant's chain, reading the head first. Within
+    one ``BEGIN IMMEDIATE`` transaction no other writer, of this process or
+    another, can move a head: so a head is read at its first use in the group
+    and kept here as the group's calls extend it (their appends still move its
+    row, so every statement of the transaction reads it as it is). What a
+    call's savepoint undoes, this undoes too: the heads are marked when a
+    savepoint opens and restored when it is rolled back. Nothing outlives the
+    group: ``begin_group`` forgets it all (another process may write between
+    two groups), and a group that fails is rolled back whole and its calls run
+    again alone, on a unit of work without this.
+    """
+
+    def __init__(self, db: Runner) -> None:
+        super().__init__(db)
+        self._heads: dict[str, tuple[int, str]] = {}
+        self._marked: dict[str, tuple[int, str]] = {}
+
+    def begin_group(self) -> None:
+        self._heads = {}
+        self._marked = {}
+
+    def mark(self) -> None:
+        self._marked = self._heads.copy()
+
+    def restore(self) -> None:
+        self._heads = self._marked.copy()
+
+    def head(self, tenant: str) -> tuple[int, str]:
+        found = self._heads.get(tenant)
+        if found is None:
+            found = self._heads[tenant] = super().head(tenant)
+        return found
+
+    def append(self, entry: AuditEntry) -> None:
+        super().append(entry)
+        self._heads[entry.tenant] = (entry.seq, entry.hash)
 
 
 class SavepointUnitOfWork(SqlUnitOfWork):
@@ -111,6 +158,7 @@ class SavepointUnitOfWork(SqlUnitOfWork):
     def __init__(self, conn: Connection, max_hold: Any) -> None:
         self._savepoint = _Savepoint(runner_for(conn))
         super().__init__(conn, max_hold, begin=None, db=self._savepoint)
+        self._heads = self.audit = self._savepoint.audit = _GroupAudit(self._savepoint)
 
     def __enter__(self) -> SavepointUnitOfWork:
         self.holds.forget()
@@ -138,6 +186,7 @@ class SavepointUnitOfWork(SqlUnitOfWork):
     # Connection a BEGIN and a COMMIT cost some 130 us more, once a group.
     def begin_group(self) -> None:
         """Open the group's transaction (``BEGIN IMMEDIATE``)."""
+        self._heads.begin_group()
         self._savepoint.raw("BEGIN IMMEDIATE")
 
     def commit_group(self) -> None:

@@ -1,4 +1,4 @@
-"""A group of SQLite's writer reads each audit head once.
+"""A group of SQLite's writer reads each audit head once and moves its row once.
 
 The heads of the tenants' chains are kept in memory for the length of one
 group's transaction (adapters/store/sqlite/savepoint.py). These tests hold the
@@ -145,7 +145,7 @@ def _chains(store: SqliteStore) -> dict[str, tuple[list[str], tuple[int, str]]]:
     return store.run_write_sync(read)
 
 
-async def test_a_group_extends_each_chain_in_order_and_reads_its_head_once(
+async def test_a_group_extends_each_chain_in_order_and_moves_its_head_once(
     store: SqliteStore,
 ) -> None:
     await store.write(_create(0))  # acme's chain has its head row
@@ -165,8 +165,12 @@ async def test_a_group_extends_each_chain_in_order_and_reads_its_head_once(
     assert chains["globex"][0] == ["hold.create"] * 2
     heads_read = [s for s in sent if "FROM audit_heads" in s]
     heads_made = [s for s in sent if s.startswith("INSERT INTO audit_heads")]
+    heads_moved = [s for s in sent if s.startswith("UPDATE audit_heads")]
     assert len(heads_read) == 2  # each tenant's, at its first use in the group
     assert len(heads_made) == 1  # globex's chain starts in the group
+    # Each moved once, by one executemany (traced a row at a time), before the COMMIT.
+    assert len(heads_moved) == 2
+    assert sent[-3:] == [*heads_moved, "COMMIT"]
 
 
 async def test_a_rolled_back_call_leaves_the_head_where_it_was(store: SqliteStore) -> None:

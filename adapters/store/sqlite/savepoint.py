@@ -15,7 +15,7 @@ from typing import Any
 
 from sqlalchemy import Connection, Executable
 
-from slotward.adapters.store.repos import SqlAudit, SqlUnitOfWork
+from slotward.adapters.store.repos import HEAD_MOVE, SqlAudit, SqlUnitOfWork, head_moved
 from slotward.adapters.store.runner import Row, Runner, runner_for
 from slotward.engine.model import AuditEntry
 
@@ -114,23 +114,31 @@ class _GroupAudit(SqlAudit):
     Every create appends to its tenant's chain, reading the head first. Within
     one ``BEGIN IMMEDIATE`` transaction no other writer, of this process or
     another, can move a head: so a head is read at its first use in the group
-    and kept here as the group's calls extend it (their appends still move its
-    row, so every statement of the transaction reads it as it is). What a
-    call's savepoint undoes, this undoes too: the heads are marked when a
-    savepoint opens and restored when it is rolled back. Nothing outlives the
-    group: ``begin_group`` forgets it all (another process may write between
-    two groups), and a group that fails is rolled back whole and its calls run
-    again alone, on a unit of work without this.
+    and kept here as the group's calls extend it. Nothing outlives the group:
+    ``begin_group`` forgets it all (another process may write between two
+    groups), and a group that fails is rolled back whole.
+
+    Run without savepoints (``defer``), a group moves each head row once, just
+    before its COMMIT (``write_heads``): none of its calls is undone alone (the
+    group would be run again, with savepoints), and nothing but ``head`` reads
+    a head row (a verification reads it through ``head``). With savepoints,
+    each append moves the row, and what a call's savepoint undoes this undoes
+    too: the heads are marked when a savepoint opens, restored when it is
+    rolled back.
     """
 
     def __init__(self, db: Runner) -> None:
         super().__init__(db)
         self._heads: dict[str, tuple[int, str]] = {}
         self._marked: dict[str, tuple[int, str]] = {}
+        self._moved: dict[str, tuple[int, str]] = {}  # rows to move before the COMMIT
+        self._defer = False
 
-    def begin_group(self) -> None:
+    def begin_group(self, *, defer: bool) -> None:
         self._heads = {}
         self._marked = {}
+        self._moved = {}
+        self._defer = defer
 
     def mark(self) -> None:
         self._marked = self._heads.copy()
@@ -145,8 +153,18 @@ class _GroupAudit(SqlAudit):
         return found
 
     def append(self, entry: AuditEntry) -> None:
-        super().append(entry)
+        if self._defer and entry.seq > 1:
+            self._add(entry)
+            self._moved[entry.tenant] = (entry.seq, entry.hash)
+        else:  # a chain's first entry makes its head row now
+            super().append(entry)
         self._heads[entry.tenant] = (entry.seq, entry.hash)
+
+    def write_heads(self) -> None:
+        """Move the head rows the group extended (one statement, before its COMMIT)."""
+        moved, self._moved = self._moved, {}
+        if moved:
+            self._db.write(HEAD_MOVE, [head_moved(t, seq, h) for t, (seq, h) in moved.items()])
 
 
 class SavepointUnitOfWork(SqlUnitOfWork):
@@ -213,11 +231,12 @@ class SavepointUnitOfWork(SqlUnitOfWork):
     # Connection a BEGIN and a COMMIT cost some 130 us more, once a group.
     def begin_group(self) -> None:
         """Open the group's transaction (``BEGIN IMMEDIATE``)."""
-        self._heads.begin_group()
+        self._heads.begin_group(defer=not self.undoable)
         self._savepoint.raw("BEGIN IMMEDIATE")
 
     def commit_group(self) -> None:
         """Commit the group's transaction; a database error is raised as SQLAlchemy's."""
+        self._heads.write_heads()
         self._savepoint.raw("COMMIT")
         if self._conn.in_transaction():
             # A statement run through SQLAlchemy (``dynamic``) began its own

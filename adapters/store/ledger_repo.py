@@ -7,7 +7,20 @@ from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Select, and_, bindparam, delete, func, insert, null, or_, select, update
+from sqlalchemy import (
+    Select,
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    null,
+    or_,
+    select,
+    text,
+    union_all,
+    update,
+)
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
@@ -20,10 +33,25 @@ __all__ = ["SqlLedger", "record_from_row"]
 _l = t.ledger.c
 # Built once (see hold_repo.py for why): the hot path only binds parameters.
 _GET = select(t.ledger).where(_l.tenant == bindparam("tenant"), _l.key == bindparam("key"))
+# A fingerprint's records: the one stored under it as its key (the primary key
+# finds it), and those stored under a client's key, the only ones its index
+# keeps (migration 0010: a create without a client key writes no entry there).
+_BY_FINGERPRINT_OF = union_all(
+    select(t.ledger).where(
+        _l.tenant == bindparam("tenant"),
+        _l.key == bindparam("fingerprint"),
+        _l.fingerprint == bindparam("fingerprint"),
+    ),
+    select(t.ledger).where(
+        _l.tenant == bindparam("tenant"),
+        _l.fingerprint == bindparam("fingerprint"),
+        text(t.LEDGER_UNDER_CLIENT_KEY),  # as the index's condition is written
+    ),
+).subquery()
 _BY_FINGERPRINT = (
-    select(t.ledger)
-    .where(_l.tenant == bindparam("tenant"), _l.fingerprint == bindparam("fingerprint"))
-    .order_by(_l.created_us, _l.key)  # ties by key: the same first record on every store
+    select(_BY_FINGERPRINT_OF)
+    # ties by key: the same first record on every store
+    .order_by(_BY_FINGERPRINT_OF.c.created_us, _BY_FINGERPRINT_OF.c.key)
     .limit(1)
 )
 _ADD = insert(t.ledger)
@@ -48,7 +76,7 @@ _FOR_WORKFLOW = (
     .where(
         _l.tenant == bindparam("tenant"),
         _l.workflow_id == bindparam("workflow_id"),
-        _l.kind == "execution",
+        text(t.LEDGER_EXECUTION),  # as its index's condition is written (migration 0010)
     )
     .order_by(_l.created_us, _l.key)
     .limit(bindparam("limit"))

@@ -27,7 +27,7 @@ from slotward.engine.approvals import DirectoryEntry
 from slotward.engine.model import AuditEntry, Principal
 from slotward.engine.rules.audit import GENESIS
 
-__all__ = ["SqlUnitOfWork", "audit_from_row"]
+__all__ = ["HEAD_MOVE", "SqlAudit", "SqlUnitOfWork", "audit_from_row", "head_moved"]
 
 _EMAILS = select(t.attendee_emails.c.email, t.attendee_emails.c.attendee_id).where(
     t.attendee_emails.c.tenant == bindparam("tenant"),
@@ -42,7 +42,7 @@ _HEAD = select(t.audit_heads.c.seq, t.audit_heads.c.hash).where(
 )
 _AUDIT_ADD = insert(t.audit_log)
 _HEAD_ADD = insert(t.audit_heads)
-_HEAD_MOVE = (
+HEAD_MOVE = (
     update(t.audit_heads)
     .where(t.audit_heads.c.tenant == bindparam("for_tenant"))
     .values(seq=bindparam("v_seq"), hash=bindparam("v_hash"))
@@ -214,6 +214,15 @@ class SqlAudit:
         return (0, GENESIS) if row is None else (row["seq"], row["hash"])
 
     def append(self, entry: AuditEntry) -> None:
+        self._add(entry)
+        if entry.seq == 1:
+            head = {"tenant": entry.tenant, "seq": 1, "hash": entry.hash}
+            self._db.put(_HEAD_ADD, head)
+        else:
+            self._db.put(HEAD_MOVE, head_moved(entry.tenant, entry.seq, entry.hash))
+
+    def _add(self, entry: AuditEntry) -> None:
+        """The entry's row alone: its head row is the caller's to make or move."""
         self._db.put(
             _AUDIT_ADD,
             {
@@ -229,12 +238,6 @@ class SqlAudit:
                 "hash": entry.hash,
             },
         )
-        if entry.seq == 1:
-            head = {"tenant": entry.tenant, "seq": 1, "hash": entry.hash}
-            self._db.put(_HEAD_ADD, head)
-        else:
-            moved = {"for_tenant": entry.tenant, "v_seq": entry.seq, "v_hash": entry.hash}
-            self._db.put(_HEAD_MOVE, moved)
 
     def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
         a = t.audit_log
@@ -250,6 +253,11 @@ class SqlAudit:
         # Rows as well as heads: a deleted head must not hide a chain from a check.
         q = union(select(t.audit_log.c.tenant), select(t.audit_heads.c.tenant))
         return sorted(r["tenant"] for r in self._db.dynamic(q))
+
+
+def head_moved(tenant: str, seq: int, hash_: str) -> dict[str, Any]:
+    """The parameters of ``HEAD_MOVE``: ``tenant``'s head row moved to ``seq``."""
+    return {"for_tenant": tenant, "v_seq": seq, "v_hash": hash_}
 
 
 def _principal(row: Row) -> Principal:

@@ -118,7 +118,7 @@ _POSTCOMPILE = "__[POSTCOMPILE_{}]"
 class _Plan:
     """One statement compiled for one dialect and shape of parameters."""
 
-    __slots__ = ("expanding", "fixed", "kind", "named", "order", "sql", "table")
+    __slots__ = ("expanding", "fixed", "kind", "named", "order", "plain", "sql", "table")
 
     def __init__(
         self, stmt: Executable, names: Sequence[str], lengths: Sequence[int], dialect: Dialect
@@ -158,6 +158,8 @@ class _Plan:
         if dialect is _ASYNCPG:  # positional: $n in order of first use
             sql, self.order = _numbered(sql)
         self.sql = sql
+        # Nothing to add to the caller's parameters: sqlite3 binds them as given.
+        self.plain = not self.fixed and not self.expanding
 
     def bind(self, params: Params) -> dict[str, Any]:
         bound = {**self.fixed, **params}
@@ -264,6 +266,8 @@ class DriverRunner:
         self._pending: list[tuple[_Plan, dict[str, Any]]] = []
 
     def _args(self, plan: _Plan, params: Params) -> Any:
+        if plan.plain and self._dialect is _SQLITE:
+            return params  # bound now, not kept: no copy needed
         bound = plan.bind(params)
         # sqlite3 binds by name; asyncpg by position (a list, empty if none).
         return bound if self._dialect is _SQLITE else [bound[name] for name in plan.order]
@@ -322,7 +326,10 @@ class DriverRunner:
         if not isinstance(params, Mapping) and len(params) == 1:
             params = params[0]
         if not self._defer:
-            self.write(stmt, params)
+            if isinstance(params, Mapping):
+                self._run(stmt, params)  # write's own way, a call less
+            else:
+                self.write(stmt, params)
             return
         if not isinstance(params, Mapping) and not params:
             return

@@ -20,12 +20,16 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    text,
 )
 
 from slotward.adapters.store.approval_tables import approval_policies, approvals, sessions
 from slotward.adapters.store.metadata import metadata
 
 __all__ = [
+    "LEDGER_EXECUTION",
+    "LEDGER_LEASED",
+    "LEDGER_UNDER_CLIENT_KEY",
     "api_keys",
     "approval_policies",
     "approvals",
@@ -164,12 +168,30 @@ ledger = Table(
     Column("completed_us", BigInteger, nullable=True),
     # The first answer made a resource; last, where migration 0006 added it.
     Column("created", Boolean, nullable=False),
-    Index("ix_ledger_tenant_fingerprint", "tenant", "fingerprint"),
     Index("ix_ledger_expires", "expires_us"),
     Index("ix_ledger_tenant_expires", "tenant", "expires_us"),
-    Index("ix_ledger_tenant_workflow", "tenant", "workflow_id"),
-    Index("ix_ledger_lease", "lease_expires_us"),
 )
+
+
+def _partial(name: str, *columns: str, where: str) -> Index:
+    """An index of the ledger's records that meet ``where`` (migration 0010).
+
+    A lookup uses it only when its statement names ``where`` itself: see
+    ``ledger_repo`` for the lookups and the conditions they carry.
+    """
+    condition = text(where)
+    return Index(
+        name, *(ledger.c[c] for c in columns), sqlite_where=condition, postgresql_where=condition
+    )
+
+
+# The records stored under another key than their fingerprint (a client's).
+LEDGER_UNDER_CLIENT_KEY = '"key" <> fingerprint'
+LEDGER_EXECUTION = "kind = 'execution'"
+LEDGER_LEASED = "lease_expires_us IS NOT NULL"
+_partial("ix_ledger_tenant_fingerprint", "tenant", "fingerprint", where=LEDGER_UNDER_CLIENT_KEY)
+_partial("ix_ledger_tenant_workflow", "tenant", "workflow_id", where=LEDGER_EXECUTION)
+_partial("ix_ledger_lease", "lease_expires_us", where=LEDGER_LEASED)
 
 workflow_stats = Table(
     "workflow_stats",

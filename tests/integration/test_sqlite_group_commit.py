@@ -264,3 +264,91 @@ def _note_table(uow: UnitOfWork) -> str:
         _conn(uow).exec_driver_sql("CREATE TABLE notes (id INTEGER PRIMARY KEY)")
         uow.commit()
     return "made"
+
+
+class _Trace:
+    """A first call of a group that records the statements on the writer's connection."""
+
+    def __init__(self) -> None:
+        self.sent: list[str] = []
+        self._raw: Any = None
+
+    def start(self, uow: UnitOfWork) -> None:
+        self._raw = _conn(uow).connection.dbapi_connection
+        self._raw.set_trace_callback(self.sent.append)
+
+    def stop(self) -> list[str]:
+        self._raw.set_trace_callback(None)
+        return self.sent
+
+
+async def test_a_group_runs_without_savepoints_when_no_call_needs_one(store: SqliteStore) -> None:
+    trace = _Trace()
+
+    def refuse_after_commit(uow: UnitOfWork) -> None:
+        with uow:
+            _sql(uow, "INSERT INTO notes VALUES (5, 'audited refusal')")
+            uow.commit()
+            raise LookupError("refused")  # a conflict's way: its audit kept, then raised
+
+    def read_and_refuse(uow: UnitOfWork) -> None:
+        with uow:
+            _conn(uow).exec_driver_sql("SELECT count(*) FROM notes").all()
+            raise ValueError("invalid")
+
+    calls = [trace.start, _note(1), refuse_after_commit, read_and_refuse, _note(2)]
+    answers = await _queued(store, calls)
+    sent = trace.stop()
+    assert answers[1] == 1
+    assert answers[4] == 2
+    assert isinstance(answers[2], LookupError)
+    assert isinstance(answers[3], ValueError)
+    assert not [s for s in sent if "SAVEPOINT" in s or s in ("ROLLBACK", "BEGIN IMMEDIATE")]
+    assert sent[-1] == "COMMIT"
+    assert _ids(store) == [1, 2, 5]
+
+
+async def test_a_call_leaving_work_to_undo_has_the_group_run_again_with_savepoints(
+    store: SqliteStore,
+) -> None:
+    trace = _Trace()
+    runs: list[int] = []
+
+    def counted(i: int) -> Callable[[UnitOfWork], int]:
+        note = _note(i)
+
+        def run(uow: UnitOfWork) -> int:
+            runs.append(i)
+            return note(uow)
+
+        return run
+
+    def fail() -> None:
+        raise ValueError("refused after writing")
+
+    answers = await _queued(store, [trace.start, counted(1), _note(2, then=fail), counted(3)])
+    sent = trace.stop()
+    assert answers[1] == 1
+    assert answers[3] == 3
+    assert isinstance(answers[2], ValueError)
+    assert _ids(store) == [1, 3]
+    # The first pass stopped at the call that left work to undo and was rolled
+    # back; the second ran every call, each in a savepoint: once more, not more.
+    assert runs == [1, 1, 3]
+    assert sent.count("ROLLBACK") == 1
+    assert sent.count("BEGIN IMMEDIATE") == 1
+    assert sent.index("ROLLBACK") < sent.index("BEGIN IMMEDIATE") < sent.index("SAVEPOINT call")
+    assert sent[-1] == "COMMIT"
+
+
+async def test_a_call_that_writes_and_ends_without_committing_is_undone(
+    store: SqliteStore,
+) -> None:
+    def forgets_to_commit(uow: UnitOfWork) -> int:
+        with uow:
+            _sql(uow, "INSERT INTO notes VALUES (4, 'never committed')")
+        return 4
+
+    answers = await _queued(store, [_note(1), forgets_to_commit, _note(2)])
+    assert answers == [1, 4, 2]
+    assert _ids(store) == [1, 2]  # as alone: what a call did not commit is undone

@@ -202,7 +202,7 @@ class SqliteStore:
         self._queue_seconds = waits.queue_seconds
         self._engine = _engine(path, waits)
         self._turn = WriterTurn(path)
-        self._writer = GroupWriter(self._engine.connect, max_hold, _unavailable, self._turn)
+        self._writer = GroupWriter(self._writer_conn, max_hold, _unavailable, self._turn)
         self._readers = _ReaderPool(readers, self._run_read)
         self._checkpointer = Checkpointer(self._engine.raw_connection, checkpoint_seconds)
         self._local = threading.local()
@@ -229,6 +229,15 @@ class SqliteStore:
             conn.exec_driver_sql("PRAGMA busy_timeout=600000")
             upgrade(conn)
             conn.commit()
+
+    def _writer_conn(self) -> Connection:
+        conn = self._engine.connect()
+        # A call's savepoint journals the first change of each page it touches
+        # (a create, some 35 pages): sqlite3 keeps that sub-journal in memory
+        # only up to 64 KiB, then spills it to a temporary file, a write() for
+        # every page and every page number. In memory, it costs no system call.
+        conn.exec_driver_sql("PRAGMA temp_store=MEMORY")
+        return conn
 
     def _reader_conn(self) -> Connection:
         conn: Connection | None = getattr(self._local, "conn", None)

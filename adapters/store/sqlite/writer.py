@@ -1,15 +1,19 @@
 """SQLite's one writer thread, committing the write calls waiting for it together.
 
 Every write call runs whole on this thread, in order. The calls that queued
-up while one transaction ran are run next, each inside its own savepoint of
-one shared ``BEGIN IMMEDIATE`` transaction, and committed by one ``COMMIT``
-(group commit): a commit is the dearest step of a write here, and waiting
-calls are independent claims the tenant order already serializes.
+up while one transaction ran are run next, in one shared ``BEGIN IMMEDIATE``
+transaction, and committed by one ``COMMIT`` (group commit): a commit is the
+dearest step of a write here, and waiting calls are independent claims the
+tenant order already serializes. The group runs first without savepoints
+(each copies every page its call changes, for an undo almost never needed);
+if a call leaves work to undo (it raised, or ended, with rows changed since
+it last committed) the group is rolled back, nothing of it answered, and run
+again with a savepoint per call (adapters/store/sqlite/savepoint.py).
 
 Each call keeps the meaning it had alone:
 - it sees every call before it (they ran before it, in the same transaction);
-- its ``uow.commit()`` keeps its work (releases its savepoint), an exception
-  rolls back what it did since (back to its savepoint), as alone;
+- its ``uow.commit()`` keeps its work, an exception rolls back what it did
+  since (in the second run, back to its savepoint), as alone;
 - its answer, or its error, is handed back only once the group's ``COMMIT``
   succeeded, so nothing is acknowledged that a crash could lose; if the
   ``COMMIT`` fails, every call of the group is answered ``Unavailable``;
@@ -214,19 +218,32 @@ class GroupWriter:
             if len(group) == 1:
                 self._run_alone(conn, group[0])
             else:
-                self._run_together(conn, group)
+                self._run_grouped(conn, group)
         _deliver_group(group)
 
-    def _run_together(self, conn: Connection, group: list[_Call[Any]]) -> None:
+    def _run_grouped(self, conn: Connection, group: list[_Call[Any]]) -> None:
         self._groups += 1
         self._grouped_calls += len(group)
         uow = self._units(conn)[1]
+        if not self._run_together(conn, uow, group, undoable=False):
+            self._run_together(conn, uow, group, undoable=True)
+
+    def _run_together(
+        self, conn: Connection, uow: SavepointUnitOfWork, group: list[_Call[Any]], *, undoable: bool
+    ) -> bool:
+        """Run ``group`` in one transaction, each call in a savepoint if ``undoable``.
+
+        False if a call left work to undo and had no savepoint to undo it: the
+        group is rolled back, nothing answered, to be run again with them.
+        """
+        uow.undoable = undoable
         try:
             uow.begin_group()
         except DBAPIError as exc:
             self._failed(group, exc)
-            return
+            return True
         for i, call in enumerate(group):
+            uow.spoiled = False
             try:
                 call.outcome = (True, call.run(uow))
             except DBAPIError as exc:
@@ -236,14 +253,20 @@ class GroupWriter:
                 call.outcome = (False, self._translate(exc))
                 for other in group[:i] + group[i + 1 :]:
                     self._run_alone(conn, other)
-                return
+                return True
             except BaseException as exc:
                 call.outcome = (False, exc)
+            if uow.spoiled:
+                _rollback(conn)
+                for undone in group[: i + 1]:
+                    undone.outcome = None
+                return False
         try:
             uow.commit_group()
         except DBAPIError as exc:
             _rollback(conn)
             self._failed(group, exc)
+        return True
 
     def _failed(self, group: list[_Call[Any]], exc: DBAPIError) -> None:
         """Every call of a group that did not commit fails with the error."""

@@ -15,13 +15,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy import Engine, inspect, text
 
-from slotward.adapters.store import migrate
 from slotward.adapters.store import tables as t
-from tests.integration.databases import empty_database
+from tests.integration.databases import empty_database, migrate_to
 
 # (id, hold, created_us): written out of id order, two in one microsecond.
 EVENTS = [
@@ -41,17 +38,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     _, engine = empty_database(request, tmp_path, request.param, "migration7")
     yield engine
     engine.dispose()
-
-
-def _alembic(db: Engine, target: str, *, down: bool = False) -> None:
-    with db.begin() as conn:
-        if not down:
-            migrate.upgrade(conn, target)
-            return
-        config = AlembicConfig()
-        config.set_main_option("script_location", str(Path(migrate.__file__).parent / "migrations"))
-        config.attributes["connection"] = conn
-        command.downgrade(config, target)
 
 
 def _old_rows(db: Engine) -> None:
@@ -80,9 +66,9 @@ def _rows(db: Engine, sql: str) -> dict[Any, Any]:
 
 
 def test_existing_events_are_numbered_per_hold_and_wait_for_the_relay(db: Engine) -> None:
-    _alembic(db, "0006")
+    migrate_to(db, "0006")
     _old_rows(db)
-    _alembic(db, "0007")
+    migrate_to(db, "0007")
 
     events = _rows(db, "SELECT id, seq, fanned, state, settled_us FROM outbox")
     assert {k: v[0] for k, v in events.items()} == {
@@ -94,7 +80,7 @@ def test_existing_events_are_numbered_per_hold_and_wait_for_the_relay(db: Engine
 
 
 def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
-    _alembic(db, "0007")
+    migrate_to(db, "0007")
     schema = inspect(db)
     for name in ("outbox", "holds", *NEW_TABLES):
         columns = {c["name"]: c for c in schema.get_columns(name)}
@@ -112,10 +98,10 @@ def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
 
 
 def test_the_downgrade_gives_the_old_columns_back_and_keeps_the_rows(db: Engine) -> None:
-    _alembic(db, "0006")
+    migrate_to(db, "0006")
     _old_rows(db)
-    _alembic(db, "0007")
-    _alembic(db, "0006", down=True)
+    migrate_to(db, "0007")
+    migrate_to(db, "0006", down=True)
 
     schema = inspect(db)
     assert not set(NEW_TABLES) & set(schema.get_table_names())
@@ -126,5 +112,5 @@ def test_the_downgrade_gives_the_old_columns_back_and_keeps_the_rows(db: Engine)
     assert "ix_outbox_state_next" in {i["name"] for i in schema.get_indexes("outbox")}
     events = _rows(db, "SELECT id, attempts, next_attempt_us, created_us FROM outbox")
     assert events == {e: (0, at, at) for e, _, at in EVENTS}
-    _alembic(db, "0007")  # and up again
+    migrate_to(db, "0007")  # and up again
     assert _rows(db, "SELECT id, event_seq FROM holds")["hold_a"] == (4,)

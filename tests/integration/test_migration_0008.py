@@ -12,13 +12,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy import Engine, inspect, text
 
-from slotward.adapters.store import migrate
 from slotward.adapters.store import tables as t
-from tests.integration.databases import empty_database
+from tests.integration.databases import empty_database, migrate_to
 
 NEW_TABLES = ("calendar_bindings", "calendar_busy", "calendar_writes")
 
@@ -28,17 +25,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     _, engine = empty_database(request, tmp_path, request.param, "migration8")
     yield engine
     engine.dispose()
-
-
-def _alembic(db: Engine, target: str, *, down: bool = False) -> None:
-    with db.begin() as conn:
-        if not down:
-            migrate.upgrade(conn, target)
-            return
-        config = AlembicConfig()
-        config.set_main_option("script_location", str(Path(migrate.__file__).parent / "migrations"))
-        config.attributes["connection"] = conn
-        command.downgrade(config, target)
 
 
 def _a_hold(db: Engine) -> None:
@@ -62,7 +48,7 @@ def _busy(db: Engine, source: str) -> None:
 
 
 def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
-    _alembic(db, "0008")
+    migrate_to(db, "0008")
     schema = inspect(db)
     for name in NEW_TABLES:
         columns = {c["name"]: c for c in schema.get_columns(name)}
@@ -78,7 +64,7 @@ def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
 
 
 def test_mirror_rows_are_numbered_by_the_database_past_32_bits(db: Engine) -> None:
-    _alembic(db, "0008")
+    migrate_to(db, "0008")
     _busy(db, "a.ics")
     with db.begin() as conn:
         if db.dialect.name == "postgresql":
@@ -92,25 +78,25 @@ def test_mirror_rows_are_numbered_by_the_database_past_32_bits(db: Engine) -> No
 
 
 def test_nothing_that_was_there_changes(db: Engine) -> None:
-    _alembic(db, "0007")
+    migrate_to(db, "0007")
     _a_hold(db)
-    _alembic(db, "0008")
+    migrate_to(db, "0008")
     with db.connect() as conn:
         assert conn.execute(text("SELECT id, event_seq FROM holds")).all() == [("hold_a", 1)]
 
 
 def test_the_downgrade_drops_the_tables_and_keeps_the_rest(db: Engine) -> None:
-    _alembic(db, "0007")
+    migrate_to(db, "0007")
     _a_hold(db)
     before = set(inspect(db).get_table_names())
-    _alembic(db, "0008")
+    migrate_to(db, "0008")
     _busy(db, "a.ics")
-    _alembic(db, "0007", down=True)
+    migrate_to(db, "0007", down=True)
 
     schema = inspect(db)
     assert set(schema.get_table_names()) == before
     assert not set(NEW_TABLES) & set(schema.get_table_names())
     with db.connect() as conn:
         assert conn.execute(text("SELECT id FROM holds")).all() == [("hold_a",)]
-    _alembic(db, "0008")  # and up again
+    migrate_to(db, "0008")  # and up again
     assert set(NEW_TABLES) <= set(inspect(db).get_table_names())

@@ -14,14 +14,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy import Engine, inspect, text
 from sqlalchemy.exc import IntegrityError
 
-from slotward.adapters.store import migrate
 from slotward.adapters.store import tables as t
-from tests.integration.databases import empty_database
+from tests.integration.databases import empty_database, migrate_to
 
 NEW_TABLES = ("approvals", "approval_policies", "sessions")
 NEW_INDEXES = {
@@ -35,17 +32,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     _, engine = empty_database(request, tmp_path, request.param, "migration9")
     yield engine
     engine.dispose()
-
-
-def _alembic(db: Engine, target: str, *, down: bool = False) -> None:
-    with db.begin() as conn:
-        if not down:
-            migrate.upgrade(conn, target)
-            return
-        config = AlembicConfig()
-        config.set_main_option("script_location", str(Path(migrate.__file__).parent / "migrations"))
-        config.attributes["connection"] = conn
-        command.downgrade(config, target)
 
 
 def _old_rows(db: Engine) -> None:
@@ -77,7 +63,7 @@ def _index_names(db: Engine, table: str) -> set[str]:
 
 
 def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
-    _alembic(db, "0009")
+    migrate_to(db, "0009")
     schema = inspect(db)
     for name in NEW_TABLES:
         columns = {c["name"]: c for c in schema.get_columns(name)}
@@ -101,7 +87,7 @@ def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
 
 
 def test_a_hold_has_one_approval_and_approvals_of_no_hold_any_number(db: Engine) -> None:
-    _alembic(db, "0009")
+    migrate_to(db, "0009")
     _approval(db, "appr_1", "hold_a")
     with pytest.raises(IntegrityError):
         _approval(db, "appr_2", "hold_a")
@@ -113,9 +99,9 @@ def test_a_hold_has_one_approval_and_approvals_of_no_hold_any_number(db: Engine)
 
 
 def test_nothing_that_was_there_changes(db: Engine) -> None:
-    _alembic(db, "0008")
+    migrate_to(db, "0008")
     _old_rows(db)
-    _alembic(db, "0009")
+    migrate_to(db, "0009")
     with db.connect() as conn:
         assert conn.execute(text("SELECT id, event_seq FROM holds")).all() == [("hold_a", 1)]
         emails = conn.execute(text("SELECT email, attendee_id FROM attendee_emails")).all()
@@ -123,19 +109,19 @@ def test_nothing_that_was_there_changes(db: Engine) -> None:
 
 
 def test_the_downgrade_drops_what_it_added_and_keeps_the_rest(db: Engine) -> None:
-    _alembic(db, "0008")
+    migrate_to(db, "0008")
     _old_rows(db)
     before = set(inspect(db).get_table_names())
     indexes_before = {name: _index_names(db, name) for name in NEW_INDEXES}
-    _alembic(db, "0009")
+    migrate_to(db, "0009")
     _approval(db, "appr_1", "hold_a")
-    _alembic(db, "0008", down=True)
+    migrate_to(db, "0008", down=True)
 
     assert set(inspect(db).get_table_names()) == before
     assert {name: _index_names(db, name) for name in NEW_INDEXES} == indexes_before
     with db.connect() as conn:
         assert conn.execute(text("SELECT id FROM holds")).all() == [("hold_a",)]
         assert conn.execute(text("SELECT email FROM attendee_emails")).all() == [("a@example.com",)]
-    _alembic(db, "0009")  # and up again
+    migrate_to(db, "0009")  # and up again
     assert set(NEW_TABLES) <= set(inspect(db).get_table_names())
     assert all(index in _index_names(db, name) for name, (index, _) in NEW_INDEXES.items())

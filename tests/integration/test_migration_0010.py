@@ -15,13 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
-from alembic.config import Config as AlembicConfig
 from sqlalchemy import Engine, text
 
-from slotward.adapters.store import ledger_repo, migrate, ops_repos
+from slotward.adapters.store import ledger_repo, ops_repos
 from slotward.adapters.store import tables as t
-from tests.integration.databases import empty_database
+from tests.integration.databases import empty_database, migrate_to
 
 FP_CREATE, FP_COMMIT = "idem_" + "a" * 64, "idem_" + "b" * 64
 PARTIAL = {
@@ -36,17 +34,6 @@ def db(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     _, engine = empty_database(request, tmp_path, request.param, "migration10")
     yield engine
     engine.dispose()
-
-
-def _alembic(db: Engine, target: str, *, down: bool = False) -> None:
-    with db.begin() as conn:
-        if not down:
-            migrate.upgrade(conn, target)
-            return
-        config = AlembicConfig()
-        config.set_main_option("script_location", str(Path(migrate.__file__).parent / "migrations"))
-        config.attributes["connection"] = conn
-        command.downgrade(config, target)
 
 
 def _records(db: Engine) -> None:
@@ -94,10 +81,10 @@ def _conditions(db: Engine) -> dict[str, str | None]:
 
 
 def test_the_indexes_keep_what_their_lookups_ask_for_and_find_the_same(db: Engine) -> None:
-    _alembic(db, "0009")
+    migrate_to(db, "0009")
     _records(db)
     before = _lookups(db)
-    _alembic(db, "0010")
+    migrate_to(db, "0010")
     assert _lookups(db) == before
     assert before[0] == [("acme", FP_CREATE)]  # under its fingerprint: the primary key
     assert before[1] == [("acme", "client:k1")]  # under a client's key: the index
@@ -127,11 +114,11 @@ def test_the_code_declares_the_indexes_the_migration_makes() -> None:
 
 
 def test_the_downgrade_makes_them_whole_and_the_upgrade_runs_again(db: Engine) -> None:
-    _alembic(db, "0010")
+    migrate_to(db, "0010")
     _records(db)
     before = _lookups(db)
-    _alembic(db, "0009", down=True)
+    migrate_to(db, "0009", down=True)
     assert _conditions(db) == dict.fromkeys(PARTIAL)
     assert _lookups(db) == before
-    _alembic(db, "0010")
+    migrate_to(db, "0010")
     assert _lookups(db) == before

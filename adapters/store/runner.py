@@ -158,8 +158,7 @@ class _Plan:
         if dialect is _ASYNCPG:  # positional: $n in order of first use
             sql, self.order = _numbered(sql)
         self.sql = sql
-        # Nothing to add to the caller's parameters: sqlite3 binds them as given.
-        self.plain = not self.fixed and not self.expanding
+        self.plain = not self.fixed and not self.expanding  # sqlite3 binds such params as given
 
     def bind(self, params: Params) -> dict[str, Any]:
         bound = {**self.fixed, **params}

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from datetime import datetime
 from typing import Any
 
+import orjson
 from sqlalchemy import (
     Select,
     and_,
@@ -158,9 +158,10 @@ class SqlLedger:
         if row is None:
             return None
         # Text on SQLite ("{}" for no row); on PostgreSQL decoded already, or NULL.
+        # Emails to ids, strings only: orjson reads them as json does, for less.
         directory = row["directory"]
         if isinstance(directory, str):
-            directory = json.loads(directory)
+            directory = orjson.loads(directory)
         status = row["hold_status"]
         return ReplayState(
             record=record_from_row(row),

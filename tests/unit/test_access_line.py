@@ -3,6 +3,7 @@ formatter writes for the record, and steps aside for any other listener."""
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
@@ -117,3 +118,94 @@ def test_a_handler_given_another_formatter_gets_a_record_not_the_cheap_line() ->
     handler.setFormatter(logging.Formatter("%(levelname)s %(message)s"))  # an embedder's
     log_fields(logging.getLogger("slotward.access"), logging.INFO, "POST /v1/holds 201", FIELDS)
     assert stream.getvalue() == "INFO POST /v1/holds 201\n"
+
+
+class _Writes(io.StringIO):
+    """A stream that counts its writes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+def _ours_alone(stream: io.StringIO) -> logging.Handler:
+    handler = configure_logging(Config(), stream)
+    logging.getLogger().handlers[:] = [handler]  # pytest's own set aside
+    return handler
+
+
+def _logged(stream: io.StringIO) -> list[str]:
+    return [json.loads(line)["msg"] for line in stream.getvalue().splitlines()]
+
+
+async def test_on_the_loop_a_turns_lines_are_written_together_at_its_end() -> None:
+    stream = _Writes()
+    _ours_alone(stream)
+    access = logging.getLogger("slotward.access")
+    for n in range(3):
+        log_fields(access, logging.INFO, f"line {n}", FIELDS)
+    assert stream.getvalue() == ""  # still this turn
+    await asyncio.sleep(0)
+    assert _logged(stream) == ["line 0", "line 1", "line 2"]
+    assert stream.writes == 1
+    log_fields(access, logging.INFO, "line 3", FIELDS)  # the next turn's own drain
+    await asyncio.sleep(0)
+    assert _logged(stream)[-1] == "line 3"
+    assert stream.writes == 2
+
+
+async def test_a_record_or_a_flush_writes_the_waiting_lines_first() -> None:
+    stream = io.StringIO()
+    handler = _ours_alone(stream)
+    access, other = logging.getLogger("slotward.access"), logging.getLogger("slotward.relay")
+    log_fields(access, logging.INFO, "first", FIELDS)
+    other.warning("second")  # an ordinary record, in the same turn
+    assert _logged(stream) == ["first", "second"]
+    log_fields(access, logging.INFO, "third", FIELDS)
+    handler.flush()  # as logging.shutdown does at exit
+    assert _logged(stream) == ["first", "second", "third"]
+    await asyncio.sleep(0)  # the drain due finds nothing more to write
+    assert _logged(stream) == ["first", "second", "third"]
+
+
+def test_lines_waiting_on_a_loop_that_stopped_are_not_lost() -> None:
+    stream = io.StringIO()
+    _ours_alone(stream)
+    access = logging.getLogger("slotward.access")
+    stopped = asyncio.new_event_loop()
+
+    async def log_then_stop() -> None:
+        log_fields(access, logging.INFO, "before the stop", FIELDS)
+        stopped.stop()
+
+    task = stopped.create_task(log_then_stop())
+    stopped.run_forever()  # one turn: the task logs and stops the loop
+    stopped.close()  # its drain never runs
+    assert task.done()
+    assert _logged(stream) == []  # a stopped loop runs no callback scheduled in its last turn
+
+    async def on_another_loop() -> None:
+        log_fields(access, logging.INFO, "on another loop", FIELDS)
+        await asyncio.sleep(0)
+
+    asyncio.run(on_another_loop())  # schedules its own drain, which writes both
+    assert _logged(stream) == ["before the stop", "on another loop"]
+
+
+def test_replacing_the_handler_writes_what_the_old_one_held() -> None:
+    first, second = io.StringIO(), io.StringIO()
+    _ours_alone(first)
+    access = logging.getLogger("slotward.access")
+
+    async def log_and_replace() -> None:
+        log_fields(access, logging.INFO, "to the first", FIELDS)
+        _ours_alone(second)
+        log_fields(access, logging.INFO, "to the second", FIELDS)
+        await asyncio.sleep(0)
+
+    asyncio.run(log_and_replace())
+    assert (_logged(first), _logged(second)) == (["to the first"], ["to the second"])

@@ -3,18 +3,18 @@ units of work from it), as adapters/store/ledger_repo.py beside the SQL store's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from slotward.engine.model import LedgerRecord
+from slotward.engine.model import Hold, LedgerRecord
 from slotward.engine.ports import ReplayState
 
 if TYPE_CHECKING:  # fakes.py imports this module
     from slotward.engine.fakes import State
 
-__all__ = ["FakeLedger"]
+__all__ = ["FakeLedger", "live_intent"]
 
 
 def _fields(value: object, names: Collection[str]) -> dict[str, Any]:
@@ -23,6 +23,17 @@ def _fields(value: object, names: Collection[str]) -> dict[str, Any]:
 
 # The fields ``Ledger.save`` does not write back: every other one it does.
 _RECORD_FIXED = ("fingerprint", "created_at", "hold_id", "kind", "workflow_id", "tool")
+
+
+def live_intent(
+    holds: Iterable[Hold], workflow_id: str, intent_fp: str, now: datetime
+) -> Hold | None:
+    """The first of ``holds`` (a tenant's, by id) live for this workflow's intent."""
+    for hold in holds:
+        same = hold.workflow_id == workflow_id and hold.intent_fp == intent_fp
+        if same and hold.blocks_at(now):
+            return hold
+    return None
 
 
 class FakeLedger:
@@ -45,6 +56,13 @@ class FakeLedger:
             hold_expires_at=None if hold is None else hold.expires_at,
             directory=found,
         )
+
+    def get_with_live_intent(
+        self, tenant: str, key: str, workflow_id: str, intent_fp: str, now: datetime
+    ) -> tuple[LedgerRecord | None, Hold | None]:
+        state = self._state()
+        holds = sorted((h for (t, _), h in state.holds.items() if t == tenant), key=lambda h: h.id)
+        return state.ledger.get((tenant, key)), live_intent(holds, workflow_id, intent_fp, now)
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         found = [

@@ -149,6 +149,14 @@ class Ledger(Protocol):
         point in the directory, read together; None without a record."""
         ...
 
+    def get_with_live_intent(
+        self, tenant: str, key: str, workflow_id: str, intent_fp: str, now: datetime
+    ) -> tuple[LedgerRecord | None, Hold | None]:
+        """The record under ``key`` and the live hold of the intent
+        (:meth:`HoldRepository.find_live_intent`), read together: a create's
+        replay lookup, one round trip."""
+        ...
+
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         """The first record of the call with this fingerprint, under any key."""
         ...

@@ -20,7 +20,7 @@ from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to
 from slotward.adapters.store.runner import Row, Runner
 from slotward.engine.model import Hold, HoldStatus
 
-__all__ = ["SqlHolds", "hold_from_row"]
+__all__ = ["LIVE_INTENT_ID", "SqlHolds", "hold_from_row"]
 
 # The statuses' values read once: an enum member's ``.value`` is a property
 # call, three a row where every claim filters its attendees' holds.
@@ -34,16 +34,17 @@ _BLOCKING = or_(
     and_(_h.status == HoldStatus.HELD.value, _h.expires_us > bindparam("now")),
 )
 _GET = select(t.holds).where(_h.id == bindparam("id"), _h.tenant == bindparam("tenant"))
-_LIVE_INTENT = (
-    select(t.holds)
-    .where(
-        _h.tenant == bindparam("tenant"),
-        _h.workflow_id == bindparam("workflow_id"),
-        _h.intent_fp == bindparam("intent_fp"),
-        _BLOCKING,
-    )
-    .order_by(_h.id)
-    .limit(1)
+_LIVE_INTENT_OF = (
+    _h.tenant == bindparam("tenant"),
+    _h.workflow_id == bindparam("workflow_id"),
+    _h.intent_fp == bindparam("intent_fp"),
+    _BLOCKING,
+)
+_LIVE_INTENT = select(t.holds).where(*_LIVE_INTENT_OF).order_by(_h.id).limit(1)
+# The same hold's id, for a statement that reads it beside other rows
+# (ledger_repo.py); never correlated with a ``holds`` of the outer statement.
+LIVE_INTENT_ID = (
+    select(_h.id).where(*_LIVE_INTENT_OF).order_by(_h.id).limit(1).correlate(None).scalar_subquery()
 )
 # Holds last at most max_hold, so one that overlaps [s, e) starts after
 # s - max_hold: bounding the scan keeps it flat however many rows exist.

@@ -14,6 +14,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal_column,
     null,
     or_,
     select,
@@ -23,9 +24,10 @@ from sqlalchemy import (
 )
 
 from slotward.adapters.store import tables as t
+from slotward.adapters.store.hold_repo import LIVE_INTENT_ID, hold_from_row
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.adapters.store.runner import Row, Runner
-from slotward.engine.model import HoldStatus, LedgerRecord
+from slotward.engine.model import Hold, HoldStatus, LedgerRecord
 from slotward.engine.ports import ReplayState
 
 __all__ = ["SqlLedger", "record_from_row"]
@@ -114,6 +116,32 @@ def _replay_state(aggregate: Any | None) -> Select[Any]:
     )  # fmt: skip  # the primary keys: the ledger's, then the holds' (id)
 
 
+# A create's replay lookup in one statement: the record under its key, and
+# the live hold of its intent, each an outer join on a row of one (either,
+# both or neither found), their columns told apart by a prefix.
+_ONE = select(literal_column("1").label("one")).subquery("one")
+_held = t.holds.alias("held")
+_WITH_LIVE_INTENT = select(
+    *(c.label(f"l_{c.name}") for c in t.ledger.c),
+    *(c.label(f"h_{c.name}") for c in _held.c),
+).select_from(
+    _ONE.outerjoin(t.ledger, and_(_l.tenant == bindparam("tenant"), _l.key == bindparam("key")))
+    .outerjoin(_held, and_(_held.c.tenant == bindparam("tenant"), _held.c.id == LIVE_INTENT_ID))
+)  # fmt: skip  # the ledger's primary key; the holds' by the intent's index, then by id
+
+
+class _Prefixed:
+    """The columns of one table in a row of several, read by their own names."""
+
+    __slots__ = ("_prefix", "_row")
+
+    def __init__(self, row: Row, prefix: str) -> None:
+        self._row, self._prefix = row, prefix
+
+    def __getitem__(self, name: str) -> Any:
+        return self._row[self._prefix + name]
+
+
 # By dialect, then by whether emails are asked about.
 _REPLAY_STATE = {
     "sqlite": (_replay_state(None), _replay_state(func.json_group_object)),
@@ -169,6 +197,17 @@ class SqlLedger:
             hold_expires_at=None if status is None else from_us(row["hold_expires_us"]),
             directory=directory or {},
         )
+
+    def get_with_live_intent(
+        self, tenant: str, key: str, workflow_id: str, intent_fp: str, now: datetime
+    ) -> tuple[LedgerRecord | None, Hold | None]:
+        params = {"tenant": tenant, "key": key, "workflow_id": workflow_id,
+                  "intent_fp": intent_fp, "now": to_us(now)}  # fmt: skip
+        row = self._db.first(_WITH_LIVE_INTENT, params)
+        assert row is not None  # the row of one is always there
+        record = None if row["l_key"] is None else record_from_row(_Prefixed(row, "l_"))
+        hold = None if row["h_id"] is None else hold_from_row(_Prefixed(row, "h_"))
+        return record, hold
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         params = {"tenant": tenant, "fingerprint": fingerprint}

@@ -89,25 +89,34 @@ def _prepare(uow: UnitOfWork, req: HoldRequest, policy: Policy) -> _Prepared:
 
 def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -> Reply | None:
     tenant = req.principal.tenant
-    record = uow.ledger.get(tenant, prep.key)
+    # Both read at once (one round trip): most creates are fresh, and need both.
+    record, live = uow.ledger.get_with_live_intent(
+        tenant, prep.key, req.workflow_id, prep.intent_fp, now
+    )
     if record is not None and record.fingerprint == prep.fingerprint:
-        return _now_status(uow, replay_record(record, prep.fingerprint), tenant, now)
-    live = uow.holds.find_live_intent(tenant, req.workflow_id, prep.intent_fp, now)
+        return _now_status(uow, replay_record(record, prep.fingerprint), tenant, now, live)
     if record is not None and (live is None or record.hold_id != live.id):
         return replay_record(record, prep.fingerprint)  # a key reused: refused
     # No record, or the key a step-drift replay answered, sent back: the live
     # hold of this intent answers either way.
     if live is None:
         return None
-    first = uow.ledger.get(tenant, live.key)
+    first = record if record is not None and record.key == live.key else None
+    first = first or uow.ledger.get(tenant, live.key)
     if first is None:  # cannot happen: a hold is written with its record
         return None
     return replace(_replayed(first), hold_status=live.status_at(now).value)
 
 
-def _now_status(uow: UnitOfWork, reply: Reply, tenant: str, now: datetime) -> Reply:
-    """A replayed create, with its hold's status now (the stored answer says ``held``)."""
-    hold = None if reply.hold_id is None else uow.holds.get(tenant, reply.hold_id)
+def _now_status(
+    uow: UnitOfWork, reply: Reply, tenant: str, now: datetime, live: Hold | None
+) -> Reply:
+    """A replayed create, with its hold's status now (the stored answer says ``held``);
+    ``live``: the intent's live hold, read already (its hold, or another)."""
+    if reply.hold_id is None:
+        return reply
+    hold = live if live is not None and live.id == reply.hold_id else None
+    hold = hold or uow.holds.get(tenant, reply.hold_id)
     return reply if hold is None else replace(reply, hold_status=hold.status_at(now).value)
 
 

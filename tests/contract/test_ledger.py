@@ -186,6 +186,38 @@ def test_a_purge_not_committed_deletes_nothing(db: Db) -> None:
     assert _get(db, "k1") == record("k1", expires_at=at(-1))
 
 
+def test_a_record_and_its_intents_live_hold_are_read_together_each_or_neither(db: Db) -> None:
+    """Ledger.get_with_live_intent: a create's replay lookup in one read, each half
+    as Ledger.get and HoldRepository.find_live_intent would answer it alone."""
+    fp = "i" * 64
+    db.commit(lambda uow: uow.holds.add(hold("hold_1", expires_at=at(5))))  # workflow "wf"
+    db.commit(lambda uow: uow.holds.add(hold("hold_2", attendees=("b",), workflow_id="w2",
+                                             status=HoldStatus.RELEASED)))  # fmt: skip
+    _add(db, record("k1", hold_id="hold_1"), record("k2", hold_id="hold_2", workflow_id="w2"))
+
+    def both(
+        key: str, workflow: str, now: float = 0, tenant: str = "acme"
+    ) -> tuple[str | None, ...]:
+        def read(uow: UnitOfWork) -> tuple[str | None, ...]:
+            found, live = uow.ledger.get_with_live_intent(tenant, key, workflow, fp, at(now))
+            alone = (
+                uow.ledger.get(tenant, key),
+                uow.holds.find_live_intent(tenant, workflow, fp, at(now)),
+            )
+            assert (found, live) == alone
+            return (None if found is None else found.key), (None if live is None else live.id)
+
+        return db.look(read)
+
+    assert both("k1", "wf") == ("k1", "hold_1")
+    assert both("k1", "wf", now=5) == ("k1", None)  # the hold expired exactly now
+    assert both("k2", "w2") == ("k2", None)  # its hold released: not live
+    assert both("k9", "wf") == (None, "hold_1")  # another key of the same intent
+    assert both("k1", "nobody") == ("k1", None)
+    assert both("k9", "nobody") == (None, None)
+    assert both("k1", "wf", tenant="other") == (None, None)
+
+
 def test_a_replay_state_reads_the_record_its_hold_and_the_emails_directory(db: Db) -> None:
     """Ledger.replay_state: the three reads of a known create's replay, together."""
     pairs = [("att_a", "a@example.com"), ("att_b", "b@example.com")]

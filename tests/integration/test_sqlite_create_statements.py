@@ -29,13 +29,14 @@ from slotward.engine.usecases.placing import HoldRequest, place_hold
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 
-# The directory, the ledger record and the live intent (the replay checks);
+# The directory; the ledger record and the live intent, in one statement (the
+# replay checks);
 # the overlap; the new attendee and its email; the audit entry (its head read
 # by the group's first create, its row moved once, before the group's COMMIT);
 # the hold and its attendee; the record; the event. No savepoint: a group runs
 # without them unless one of its calls leaves work to undo
 # (adapters/store/sqlite/savepoint.py).
-FRESH_CREATE_IN_A_GROUP = 11
+FRESH_CREATE_IN_A_GROUP = 10
 
 
 @pytest.fixture

@@ -207,7 +207,7 @@ class RadicaleServer:
         path = f"{principal}{name or 'cal-' + uuid.uuid4().hex[:12]}/"
         status, _, body = self.request("MKCALENDAR", path, _MKCALENDAR, _XML, user)
         if status != 201:
-            raise RuntimeError(f"MKCALENDAR {path}: {status} {body[:300]!r}")
+            raise RuntimeError(f"MKCALENDAR {path}: {status} {body[:300]!r}\n{self.log()}")
         return f"http://127.0.0.1:{self.port}{path}"
 
     def put(self, calendar_url: str, name: str, ics: bytes, user: str | None = None) -> str:
@@ -215,7 +215,7 @@ class RadicaleServer:
         href = urlsplit(calendar_url).path + quote(name)
         status, _, body = self.request("PUT", href, ics, {"Content-Type": _ICS}, user)
         if status not in (201, 204):
-            raise RuntimeError(f"PUT {href}: {status} {body[:300]!r}")
+            raise RuntimeError(f"PUT {href}: {status} {body[:300]!r}\n{self.log()}")
         return href
 
     def delete(self, href: str, user: str | None = None) -> int:
@@ -229,7 +229,7 @@ class RadicaleServer:
         if status == 404:
             return None
         if status != 200:
-            raise RuntimeError(f"GET {href}: {status}")
+            raise RuntimeError(f"GET {href}: {status}\n{self.log()}")
         return body
 
     def hrefs(self, calendar_url: str, user: str | None = None) -> list[str]:
@@ -237,7 +237,7 @@ class RadicaleServer:
         path = urlsplit(calendar_url).path
         status, _, body = self.request("PROPFIND", path, _PROPFIND, {**_XML, "Depth": "1"}, user)
         if status != 207:
-            raise RuntimeError(f"PROPFIND {path}: {status}")
+            raise RuntimeError(f"PROPFIND {path}: {status}\n{self.log()}")
         found = ElementTree.fromstring(body).iter("{DAV:}href")  # our own server's answer
         return sorted(h.text for h in found if h.text and h.text.rstrip("/") != path.rstrip("/"))
 

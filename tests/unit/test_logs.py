@@ -153,10 +153,12 @@ def test_a_text_traceback_is_indented_so_only_records_start_a_line() -> None:
     assert any("forged\\rline" in line for line in rest)
 
 
-def test_json_lines_escape_what_splits_them_for_a_unicode_reader() -> None:
-    text = "a\u2028b\x85c\udcff"  # the last: an undecodable header byte
+@pytest.mark.parametrize("text", ["a\u2028b\x85c\udcff", "ascii but \x7f"])
+def test_json_lines_escape_what_splits_them_for_a_unicode_reader(text: str) -> None:
+    # \udcff: an undecodable header byte; DEL, in a line otherwise ASCII, steers a terminal.
     line = JsonFormatter().format(_record("m %s", text, value=text))
     assert len(line.splitlines()) == 1
+    assert line.isascii() and not any(c in line for c in "\x7f\x85\u2028")
     line.encode("utf-8")  # no lone surrogate left to fail the stream
     doc = json.loads(line)
     assert (doc["msg"], doc["value"]) == (f"m {text}", text)

@@ -230,9 +230,13 @@ def _create(
     view: ExternalView,
 ) -> Reply:
     principal = req.principal
-    uow.directory.register(principal.tenant, prep.resolved.new, now)
     seq = audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key,
                 hold_id, "fresh", audit_key=policy.audit_key)  # fmt: skip
+    # After the audit head's read: a store that writes at the commit (PostgreSQL)
+    # then sends the new attendees with the rest, not in a round trip of their own
+    # before that read. Whoever registers an email holds its attendee's lock, or
+    # the tenant's (adapters/store/postgres/locks.py): no insert here waits for one.
+    uow.directory.register(principal.tenant, prep.resolved.new, now)
     hold = _new_hold(req, prep, hold_id, seq, now)
     uow.holds.add(hold)
     doc = hold_document(hold, now)  # the answer's and the event's

@@ -131,34 +131,40 @@ def _counting(sent: list[str]) -> Callable[[], None]:
     return undo
 
 
-async def test_a_create_sends_its_writes_in_one_statement(store: PostgresStore) -> None:
-    # Locked section of a create with an attendee the directory knows: the tenant
-    # lock, the directory, the two replay lookups, the overlap check, the audit
-    # head, then every write at once. A regression in round trips fails here.
+@pytest.mark.parametrize("email", ["room@example.com", "new@example.com"])
+async def test_a_create_sends_its_writes_in_one_statement(store: PostgresStore, email: str) -> None:
+    # A create of an attendee the directory knows, or of a new one: the
+    # directory, the locks, the replay lookup (the record and the intent's live
+    # hold, one statement), the calendars, the overlap check, the audit head,
+    # then every write at once, the new attendee's too. A regression in round
+    # trips fails here.
     clock = FixedClock(NOW)
     ids = TimeOrderedIds()
 
-    def request(workflow: str, hour: int) -> HoldRequest:
+    def request(workflow: str, hour: int, attendee: str) -> HoldRequest:
         return HoldRequest(
             principal=Principal("acme", "a", "agent", 50), workflow_id=workflow, step=None,
-            attendees=parse_attendees(["room@example.com"]),
+            attendees=parse_attendees([attendee]),
             interval=normalize_interval(start=f"2030-10-02T{hour:02d}:00:00Z",
                                         duration_minutes=30),
             title="t", description=None, priority=50, ttl_seconds=60,
         )  # fmt: skip
 
-    first = request("wf-1", 9)
+    first = request("wf-1", 9, "room@example.com")
     await store.write(lambda uow: place_hold(uow, first, Policy(), clock, ids))
     sent: list[str] = []
     undo = _counting(sent)
     try:
-        second = request("wf-2", 11)
+        second = request("wf-2", 11, email)
         reply = await store.write(lambda uow: place_hold(uow, second, Policy(), clock, ids))
     finally:
         undo()
     assert reply.created is True
-    assert len(sent) == 7, sent
+    assert len(sent) == 6, sent
     assert sent[-1].startswith("WITH w0 AS (INSERT INTO audit_log"), sent[-1]
+    assert ("INSERT INTO attendee_emails" in sent[-1]) == (email == "new@example.com")
+    found = await store.read(lambda uow: uow.directory.lookup("acme", [email], []))
+    assert email in found[0]  # registered, with the rest
 
 
 async def test_the_batched_statement_is_the_same_whatever_the_attendee_count(

@@ -38,7 +38,7 @@ HOT = ("ledger", "holds", "hold_attendees", "attendee_emails", "attendees")
 OVERLAP = {"FROM hold_attendees WHERE": "ix_hold_attendees_overlap"}
 INTENT = {"holds.intent_fp =": "ix_holds_tenant_workflow_intent_id"}
 KEYED = {  # the key's record, the directory: a primary key against tenant-wide indexes
-    "FROM ledger WHERE": "ledger_pkey",
+    "LEFT OUTER JOIN ledger ON": "ledger_pkey",  # read with the intent's live hold
     "FROM attendee_emails WHERE": "attendee_emails_pkey",
 }
 

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from slotward.engine.model import Hold, LedgerRecord
-from slotward.engine.ports import ReplayState
+from slotward.engine.ports import ClaimLookup, ReplayState
 
 if TYPE_CHECKING:  # fakes.py imports this module
     from slotward.engine.fakes import State
@@ -57,12 +57,22 @@ class FakeLedger:
             directory=found,
         )
 
-    def get_with_live_intent(
-        self, tenant: str, key: str, workflow_id: str, intent_fp: str, now: datetime
-    ) -> tuple[LedgerRecord | None, Hold | None]:
+    def lookup_claim(
+        self,
+        tenant: str,
+        key: str,
+        workflow_id: str,
+        intent_fp: str,
+        attendees: Collection[str],
+        now: datetime,
+    ) -> ClaimLookup:
         state = self._state()
         holds = sorted((h for (t, _), h in state.holds.items() if t == tenant), key=lambda h: h.id)
-        return state.ledger.get((tenant, key)), live_intent(holds, workflow_id, intent_fp, now)
+        return ClaimLookup(
+            record=state.ledger.get((tenant, key)),
+            live=live_intent(holds, workflow_id, intent_fp, now),
+            calendars_bound=any((tenant, a) in state.bindings for a in attendees),
+        )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         found = [

@@ -141,6 +141,15 @@ class ReplayState:
     directory: dict[str, str]  # the emails asked about that are in it, and their ids
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimLookup:
+    """What a create reads before it decides (:meth:`Ledger.lookup_claim`)."""
+
+    record: LedgerRecord | None  # under the call's key
+    live: Hold | None  # the live hold of the call's intent
+    calendars_bound: bool  # False: no attendee has a calendar to read
+
+
 class Ledger(Protocol):
     def get(self, tenant: str, key: str) -> LedgerRecord | None: ...
 
@@ -149,12 +158,18 @@ class Ledger(Protocol):
         point in the directory, read together; None without a record."""
         ...
 
-    def get_with_live_intent(
-        self, tenant: str, key: str, workflow_id: str, intent_fp: str, now: datetime
-    ) -> tuple[LedgerRecord | None, Hold | None]:
-        """The record under ``key`` and the live hold of the intent
-        (:meth:`HoldRepository.find_live_intent`), read together: a create's
-        replay lookup, one round trip."""
+    def lookup_claim(
+        self,
+        tenant: str,
+        key: str,
+        workflow_id: str,
+        intent_fp: str,
+        attendees: Collection[str],
+        now: datetime,
+    ) -> ClaimLookup:
+        """What a create reads before it decides, in one read: the record under
+        ``key``, the intent's live hold (:meth:`HoldRepository.find_live_intent`),
+        and whether any of ``attendees`` has a calendar bound."""
         ...
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:

@@ -12,6 +12,8 @@ from sqlalchemy import (
     and_,
     bindparam,
     delete,
+    exists,
+    false,
     func,
     insert,
     literal_column,
@@ -27,8 +29,8 @@ from slotward.adapters.store import tables as t
 from slotward.adapters.store.hold_repo import LIVE_INTENT_ID, hold_from_row
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.adapters.store.runner import Row, Runner
-from slotward.engine.model import Hold, HoldStatus, LedgerRecord
-from slotward.engine.ports import ReplayState
+from slotward.engine.model import HoldStatus, LedgerRecord
+from slotward.engine.ports import ClaimLookup, ReplayState
 
 __all__ = ["SqlLedger", "record_from_row"]
 
@@ -116,18 +118,31 @@ def _replay_state(aggregate: Any | None) -> Select[Any]:
     )  # fmt: skip  # the primary keys: the ledger's, then the holds' (id)
 
 
-# A create's replay lookup in one statement: the record under its key, and
-# the live hold of its intent, each an outer join on a row of one (either,
-# both or neither found), their columns told apart by a prefix.
+# What a create reads before it decides, in one statement: the record under its
+# key and the live hold of its intent, each an outer join on a row of one
+# (either, both or neither found), their columns told apart by a prefix, and
+# whether any attendee has a calendar bound (most have none: no read of them).
 _ONE = select(literal_column("1").label("one")).subquery("one")
 _held = t.holds.alias("held")
-_WITH_LIVE_INTENT = select(
-    *(c.label(f"l_{c.name}") for c in t.ledger.c),
-    *(c.label(f"h_{c.name}") for c in _held.c),
-).select_from(
-    _ONE.outerjoin(t.ledger, and_(_l.tenant == bindparam("tenant"), _l.key == bindparam("key")))
-    .outerjoin(_held, and_(_held.c.tenant == bindparam("tenant"), _held.c.id == LIVE_INTENT_ID))
-)  # fmt: skip  # the ledger's primary key; the holds' by the intent's index, then by id
+_b = t.calendar_bindings.c
+_BOUND = exists().where(
+    _b.tenant == bindparam("tenant"), _b.attendee.in_(bindparam("attendees", expanding=True))
+)  # the bindings' primary key (tenant, attendee)
+
+
+def _claim_lookup(bound: Any) -> Select[Any]:
+    return select(
+        *(c.label(f"l_{c.name}") for c in t.ledger.c),
+        *(c.label(f"h_{c.name}") for c in _held.c),
+        bound.label("bound"),
+    ).select_from(
+        _ONE.outerjoin(t.ledger, and_(_l.tenant == bindparam("tenant"), _l.key == bindparam("key")))
+        .outerjoin(_held, and_(_held.c.tenant == bindparam("tenant"), _held.c.id == LIVE_INTENT_ID))
+    )  # fmt: skip  # the ledger's primary key; the holds' by the intent's index, then by id
+
+
+# By whether attendees are asked about (an expanding parameter cannot be empty).
+_CLAIM_LOOKUP = (_claim_lookup(false()), _claim_lookup(_BOUND))
 
 
 class _Prefixed:
@@ -198,16 +213,26 @@ class SqlLedger:
             directory=directory or {},
         )
 
-    def get_with_live_intent(
-        self, tenant: str, key: str, workflow_id: str, intent_fp: str, now: datetime
-    ) -> tuple[LedgerRecord | None, Hold | None]:
-        params = {"tenant": tenant, "key": key, "workflow_id": workflow_id,
-                  "intent_fp": intent_fp, "now": to_us(now)}  # fmt: skip
-        row = self._db.first(_WITH_LIVE_INTENT, params)
+    def lookup_claim(
+        self,
+        tenant: str,
+        key: str,
+        workflow_id: str,
+        intent_fp: str,
+        attendees: Collection[str],
+        now: datetime,
+    ) -> ClaimLookup:
+        params: dict[str, Any] = {"tenant": tenant, "key": key, "workflow_id": workflow_id,
+                                  "intent_fp": intent_fp, "now": to_us(now)}  # fmt: skip
+        if attendees:
+            params["attendees"] = sorted(attendees)
+        row = self._db.first(_CLAIM_LOOKUP[bool(attendees)], params)
         assert row is not None  # the row of one is always there
-        record = None if row["l_key"] is None else record_from_row(_Prefixed(row, "l_"))
-        hold = None if row["h_id"] is None else hold_from_row(_Prefixed(row, "h_"))
-        return record, hold
+        return ClaimLookup(
+            record=None if row["l_key"] is None else record_from_row(_Prefixed(row, "l_")),
+            live=None if row["h_id"] is None else hold_from_row(_Prefixed(row, "h_")),
+            calendars_bound=bool(row["bound"]),
+        )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:
         params = {"tenant": tenant, "fingerprint": fingerprint}

@@ -32,12 +32,16 @@ def external_view(
     end: datetime,
     now: datetime,
     policy: ExternalPolicy | None,
+    *,
+    bound: bool = True,
 ) -> ExternalView:
     """The external time of ``attendees`` over ``[start, end)``, fresh enough to decide on.
 
     ``policy`` None: the caller has no providers (external time is not read).
+    ``bound`` False: none of the attendees has a calendar, as read already in
+    this transaction (Ledger.lookup_claim), so there is nothing to read.
     """
-    if policy is None:
+    if policy is None or not bound:
         return ExternalView()
     bindings = uow.calendars.for_attendees(tenant, attendees)
     if not bindings:

@@ -12,7 +12,7 @@ from datetime import datetime, timedelta
 
 from slotward.engine.errors import SlotConflict, ValidationFailed, answering_for
 from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Reply
-from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
+from slotward.engine.ports import ClaimLookup, Clock, IdGenerator, UnitOfWork
 from slotward.engine.rules import conflicts
 from slotward.engine.rules.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
 from slotward.engine.rules.audit import AuditKey
@@ -87,12 +87,18 @@ def _prepare(uow: UnitOfWork, req: HoldRequest, policy: Policy) -> _Prepared:
     )
 
 
-def _replay(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -> Reply | None:
-    tenant = req.principal.tenant
-    # Both read at once (one round trip): most creates are fresh, and need both.
-    record, live = uow.ledger.get_with_live_intent(
-        tenant, prep.key, req.workflow_id, prep.intent_fp, now
+def _lookup(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -> ClaimLookup:
+    # All at once (one round trip): most creates are fresh, and need all of it.
+    return uow.ledger.lookup_claim(
+        req.principal.tenant, prep.key, req.workflow_id, prep.intent_fp, prep.resolved.ids, now
     )
+
+
+def _replay(
+    uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime, found: ClaimLookup
+) -> Reply | None:
+    tenant = req.principal.tenant
+    record, live = found.record, found.live
     if record is not None and record.fingerprint == prep.fingerprint:
         return _now_status(uow, replay_record(record, prep.fingerprint), tenant, now, live)
     if record is not None and (live is None or record.hold_id != live.id):
@@ -150,7 +156,7 @@ def lookup_replay(uow: UnitOfWork, req: HoldRequest, policy: Policy, clock: Cloc
     with uow:
         now = clock.now()
         prep = _prepare(uow, req, policy)
-        reply = _replay(uow, req, prep, now)
+        reply = _replay(uow, req, prep, now, _lookup(uow, req, prep, now))
         if reply is not None:
             reply = replace(reply, workflow_id=req.workflow_id)
         return Lookup(public_key(prep.key), reply)
@@ -189,7 +195,8 @@ def _place(
     ids: IdGenerator,
     external: ExternalPolicy | None,
 ) -> Reply:
-    replay = _replay(uow, req, prep, now)
+    found = _lookup(uow, req, prep, now)
+    replay = _replay(uow, req, prep, now, found)
     if replay is not None:
         return replay
     check_claimable(prep.key, prep.fingerprint)
@@ -199,8 +206,9 @@ def _place(
         prep.resolved.ids, req.interval.start, req.interval.end, req.priority, prep.intent_fp
     )
     view = external_view(
-        uow, principal.tenant, claim.attendees, claim.start, claim.end, now, external
-    )
+        uow, principal.tenant, claim.attendees, claim.start, claim.end, now, external,
+        bound=found.calendars_bound,
+    )  # fmt: skip
     blockers = uow.holds.blocking(principal.tenant, claim.attendees, claim.start, claim.end, now)
     decision = conflicts.decide(claim, blockers, now, view.blocks)
     if isinstance(decision, conflicts.Blocked):

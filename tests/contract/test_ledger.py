@@ -10,7 +10,8 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from slotward.engine.model import HoldStatus, LedgerRecord
-from slotward.engine.ports import ReplayState, UnitOfWork
+from slotward.engine.ports import ClaimLookup, ReplayState, UnitOfWork
+from tests.contract.calendar_values import binding
 from tests.contract.conftest import Db
 from tests.contract.values import NOW, at, hold, record
 
@@ -186,36 +187,49 @@ def test_a_purge_not_committed_deletes_nothing(db: Db) -> None:
     assert _get(db, "k1") == record("k1", expires_at=at(-1))
 
 
-def test_a_record_and_its_intents_live_hold_are_read_together_each_or_neither(db: Db) -> None:
-    """Ledger.get_with_live_intent: a create's replay lookup in one read, each half
-    as Ledger.get and HoldRepository.find_live_intent would answer it alone."""
+def test_a_claims_lookup_reads_its_record_its_intents_live_hold_and_calendars_together(
+    db: Db,
+) -> None:
+    """Ledger.lookup_claim: what a create reads before deciding, in one read, each
+    part as Ledger.get, HoldRepository.find_live_intent and
+    CalendarRepository.for_attendees would answer it alone."""
     fp = "i" * 64
     db.commit(lambda uow: uow.holds.add(hold("hold_1", expires_at=at(5))))  # workflow "wf"
     db.commit(lambda uow: uow.holds.add(hold("hold_2", attendees=("b",), workflow_id="w2",
                                              status=HoldStatus.RELEASED)))  # fmt: skip
+    db.commit(lambda uow: uow.calendars.put(binding("att_c")))
     _add(db, record("k1", hold_id="hold_1"), record("k2", hold_id="hold_2", workflow_id="w2"))
 
-    def both(
-        key: str, workflow: str, now: float = 0, tenant: str = "acme"
-    ) -> tuple[str | None, ...]:
-        def read(uow: UnitOfWork) -> tuple[str | None, ...]:
-            found, live = uow.ledger.get_with_live_intent(tenant, key, workflow, fp, at(now))
-            alone = (
+    def lookup(
+        key: str, workflow: str, now: float = 0, tenant: str = "acme", who: tuple[str, ...] = ()
+    ) -> tuple[str | None, str | None, bool]:
+        def read(uow: UnitOfWork) -> tuple[str | None, str | None, bool]:
+            found = uow.ledger.lookup_claim(tenant, key, workflow, fp, who, at(now))
+            alone = ClaimLookup(
                 uow.ledger.get(tenant, key),
                 uow.holds.find_live_intent(tenant, workflow, fp, at(now)),
+                bool(uow.calendars.for_attendees(tenant, who)),
             )
-            assert (found, live) == alone
-            return (None if found is None else found.key), (None if live is None else live.id)
+            assert found == alone
+            record_key = None if found.record is None else found.record.key
+            return (
+                record_key,
+                (None if found.live is None else found.live.id),
+                found.calendars_bound,
+            )
 
         return db.look(read)
 
-    assert both("k1", "wf") == ("k1", "hold_1")
-    assert both("k1", "wf", now=5) == ("k1", None)  # the hold expired exactly now
-    assert both("k2", "w2") == ("k2", None)  # its hold released: not live
-    assert both("k9", "wf") == (None, "hold_1")  # another key of the same intent
-    assert both("k1", "nobody") == ("k1", None)
-    assert both("k9", "nobody") == (None, None)
-    assert both("k1", "wf", tenant="other") == (None, None)
+    assert lookup("k1", "wf") == ("k1", "hold_1", False)
+    assert lookup("k1", "wf", now=5) == ("k1", None, False)  # the hold expired exactly now
+    assert lookup("k2", "w2") == ("k2", None, False)  # its hold released: not live
+    assert lookup("k9", "wf") == (None, "hold_1", False)  # another key of the same intent
+    assert lookup("k1", "nobody") == ("k1", None, False)
+    assert lookup("k9", "nobody") == (None, None, False)
+    assert lookup("k1", "wf", tenant="other") == (None, None, False)
+    assert lookup("k9", "nobody", who=("att_a", "att_c")) == (None, None, True)
+    assert lookup("k9", "nobody", who=("att_a", "att_b")) == (None, None, False)
+    assert lookup("k9", "nobody", tenant="other", who=("att_c",)) == (None, None, False)
 
 
 def test_a_replay_state_reads_the_record_its_hold_and_the_emails_directory(db: Db) -> None:

@@ -21,24 +21,28 @@ from slotward.adapters.store.postgres.store import PostgresStore, server_setting
 from slotward.adapters.store.waits import Waits
 from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.model import Principal
+from slotward.engine.ports import UnitOfWork
 from slotward.engine.rules.attendees import parse_attendees
 from slotward.engine.rules.policy import Policy
 from slotward.engine.rules.timenorm import normalize_interval
 from slotward.engine.usecases.placing import HoldRequest, place_hold
 from tests.conftest import TEMPLATE
+from tests.contract.calendar_values import binding
 from tests.pgserver import PgServer
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 _NAMES = itertools.count(1)
 CREATES = 600  # enough rows in one tenant for a tenant-wide index to be the wrong choice
 EXECUTIONS = 8  # past the five custom plans after which PostgreSQL may go generic
-HOT = ("ledger", "holds", "hold_attendees", "attendee_emails", "attendees")
+HOT = ("ledger", "holds", "hold_attendees", "attendee_emails", "attendees", "calendar_bindings")
 
 # The lookups of a create by a fragment of their SQL, and the index each must use.
 OVERLAP = {"FROM hold_attendees WHERE": "ix_hold_attendees_overlap"}
 INTENT = {"holds.intent_fp =": "ix_holds_tenant_workflow_intent_id"}
+BOUND = 2000  # attendees of the tenant with a calendar (none of the claims): pages of them
 KEYED = {  # the key's record, the directory: a primary key against tenant-wide indexes
     "LEFT OUTER JOIN ledger ON": "ledger_pkey",  # read with the intent's live hold
+    "FROM calendar_bindings WHERE": "calendar_bindings_pkey",  # in the same statement
     "FROM attendee_emails WHERE": "attendee_emails_pkey",
 }
 
@@ -92,6 +96,14 @@ async def _lookups_of_one_create(store: PostgresStore, i: int) -> list[tuple[str
     return sent
 
 
+def _bind_others(uow: UnitOfWork) -> None:
+    """Calendars of ``BOUND`` other attendees of the tenant: a claim's check that
+    none of its own has one must find that by the bindings' primary key."""
+    for i in range(BOUND):
+        uow.calendars.put(binding(f"att_other_{i}", tenant="acme"))
+    uow.commit()
+
+
 async def _create(store: PostgresStore, i: int) -> None:
     req, clock, ids = _request(i), FixedClock(NOW), TimeOrderedIds()
     await store.write(lambda uow: place_hold(uow, req, Policy(), clock, ids))
@@ -120,6 +132,7 @@ async def _young_database(db_url: str, *, analysed: bool = False) -> tuple[str, 
         try:
             for i in range(CREATES):
                 await _create(store, i)
+            await store.write(_bind_others)
             sent = await _lookups_of_one_create(store, CREATES)
         finally:
             await store.close()

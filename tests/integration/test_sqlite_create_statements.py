@@ -22,6 +22,7 @@ from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.model import Principal, Reply
 from slotward.engine.ports import UnitOfWork
 from slotward.engine.rules.attendees import parse_attendees
+from slotward.engine.rules.external import ExternalPolicy
 from slotward.engine.rules.policy import Policy
 from slotward.engine.rules.timenorm import normalize_interval
 from slotward.engine.usecases.placing import HoldRequest, place_hold
@@ -29,8 +30,8 @@ from slotward.engine.usecases.placing import HoldRequest, place_hold
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 
-# The directory; the ledger record and the live intent, in one statement (the
-# replay checks);
+# The directory; the ledger record, the live intent and whether an attendee has
+# a calendar (none has: their bindings are not read), in one statement;
 # the overlap; the new attendee and its email; the audit entry (its head read
 # by the group's first create, its row moved once, before the group's COMMIT);
 # the hold and its attendee; the record; the event. No savepoint: a group runs
@@ -58,7 +59,8 @@ def _creating(n: int) -> Any:
     clock, ids = FixedClock(NOW), TimeOrderedIds()
 
     def create(uow: UnitOfWork) -> Reply:
-        return place_hold(uow, req, Policy(), clock, ids)
+        # As served: calendars are read when an attendee has one (none here).
+        return place_hold(uow, req, Policy(), clock, ids, external=ExternalPolicy())
 
     return create
 

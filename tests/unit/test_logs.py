@@ -158,7 +158,8 @@ def test_json_lines_escape_what_splits_them_for_a_unicode_reader(text: str) -> N
     # \udcff: an undecodable header byte; DEL, in a line otherwise ASCII, steers a terminal.
     line = JsonFormatter().format(_record("m %s", text, value=text))
     assert len(line.splitlines()) == 1
-    assert line.isascii() and not any(c in line for c in "\x7f\x85\u2028")
+    assert line.isascii()
+    assert not any(c in line for c in "\x7f\x85\u2028")
     line.encode("utf-8")  # no lone surrogate left to fail the stream
     doc = json.loads(line)
     assert (doc["msg"], doc["value"]) == (f"m {text}", text)

@@ -30,6 +30,7 @@ from slotward.api.config import Config
 from slotward.engine.clock import SystemClock
 
 __all__ = [
+    "ATOMIC_WRITE",
     "JsonFormatter",
     "TextFormatter",
     "configure_logging",
@@ -180,15 +181,19 @@ class TextFormatter(logging.Formatter):
 
 
 _WALL_CLOCK = SystemClock()
+# What one write(2) to a pipe may carry and stay whole beside other processes'
+# writes to it (POSIX PIPE_BUF, 4096 on Linux): `serve --workers N` shares stderr.
+ATOMIC_WRITE = 4096
 
 
 class _SlotwardHandler(logging.StreamHandler[IO[str]]):
     """The handler configure_logging installs, so a second call replaces it.
 
     Lines of :func:`log_fields` written on an event loop are written at the end
-    of the loop's turn, all of that turn's in one write: the answers of a group
-    of creates settle in one turn, and each line's own ``write`` and flush cost
-    more than its formatting. Whatever else is written (a record, a line off the
+    of the loop's turn, that turn's together, whole lines of up to
+    ``ATOMIC_WRITE`` bytes a write: the answers of a group of creates settle in
+    one turn, and each line's own ``write`` and flush cost more than its
+    formatting. Whatever else is written (a record, a line off the
     loop, a flush, the handler's close at exit) writes them first, so lines keep
     their order. A process killed within a turn loses that turn's lines only.
     """
@@ -235,11 +240,26 @@ class _SlotwardHandler(logging.StreamHandler[IO[str]]):
             self.handleError(logging.makeLogRecord({"msg": "access lines lost"}))
 
     def _write_pending(self) -> None:
-        """Write the waiting lines; the caller holds the lock."""
-        if self._pending:
-            lines, self._pending = self._pending, []
-            self.stream.write(self.terminator.join(lines) + self.terminator)
-            super().flush()
+        """Write the waiting lines, whole lines of at most ``ATOMIC_WRITE`` bytes
+        at a time (a line longer alone); the caller holds the lock."""
+        if not self._pending:
+            return
+        lines, self._pending = self._pending, []
+        chunk: list[str] = []
+        size = 0
+        for line in lines:
+            # One more byte for the newline; an ASCII line's length is its size.
+            length = (len(line) if line.isascii() else len(line.encode())) + 1
+            if chunk and size + length > ATOMIC_WRITE:
+                self._write_lines(chunk)
+                chunk, size = [], 0
+            chunk.append(line)
+            size += length
+        self._write_lines(chunk)
+
+    def _write_lines(self, lines: list[str]) -> None:
+        self.stream.write(self.terminator.join(lines) + self.terminator)
+        super().flush()  # one write(2) of whole lines: several processes share a pipe
 
     def emit(self, record: logging.LogRecord) -> None:
         # Handler.handle holds the lock: the waiting lines go first.

@@ -13,7 +13,13 @@ from datetime import UTC, datetime
 import pytest
 
 from slotward.api.config import Config
-from slotward.api.logs import JsonFormatter, _timestamp, configure_logging, log_fields
+from slotward.api.logs import (
+    ATOMIC_WRITE,
+    JsonFormatter,
+    _timestamp,
+    configure_logging,
+    log_fields,
+)
 
 FIELDS = {"method": "POST", "route": "/v1/holds", "status": 201, "duration_ms": 4.213,
           "outcome": "fresh", "key": "idem_\u00e9\u2028x", "workflow": None, "hold": "hold_1",
@@ -121,14 +127,16 @@ def test_a_handler_given_another_formatter_gets_a_record_not_the_cheap_line() ->
 
 
 class _Writes(io.StringIO):
-    """A stream that counts its writes."""
+    """A stream that counts its writes, and keeps each."""
 
     def __init__(self) -> None:
         super().__init__()
         self.writes = 0
+        self.each: list[str] = []
 
     def write(self, text: str) -> int:
         self.writes += 1
+        self.each.append(text)
         return super().write(text)
 
 
@@ -209,3 +217,23 @@ def test_replacing_the_handler_writes_what_the_old_one_held() -> None:
 
     asyncio.run(log_and_replace())
     assert (_logged(first), _logged(second)) == (["to the first"], ["to the second"])
+
+
+async def test_a_turns_lines_go_in_whole_lines_of_at_most_a_pipes_atomic_write() -> None:
+    """Workers share stderr: a write(2) to a pipe past PIPE_BUF may be cut into by
+    another process's, so no write of the turn's lines is larger (a longer line
+    goes alone)."""
+    stream = _Writes()
+    _ours_alone(stream)
+    access = logging.getLogger("slotward.access")
+    for n in range(40):
+        log_fields(access, logging.INFO, f"line {n}", {**FIELDS, "pad": "x" * 300})
+    log_fields(access, logging.INFO, "long", {**FIELDS, "pad": "\u00e9" * ATOMIC_WRITE})
+    log_fields(access, logging.INFO, "after", FIELDS)
+    await asyncio.sleep(0)
+    assert _logged(stream) == [*(f"line {n}" for n in range(40)), "long", "after"]
+    assert 1 < stream.writes < 42  # together, and cut
+    for text in stream.each:
+        assert text.endswith("\n")
+        size = len(text.encode())
+        assert size <= ATOMIC_WRITE or text.count("\n") == 1, size

@@ -3,18 +3,18 @@ units of work from it), as adapters/store/ledger_repo.py beside the SQL store's 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from slotward.engine.model import Hold, LedgerRecord
+from slotward.engine.model import LedgerRecord
 from slotward.engine.ports import ClaimLookup, ReplayState
 
 if TYPE_CHECKING:  # fakes.py imports this module
     from slotward.engine.fakes import State
 
-__all__ = ["FakeLedger", "live_intent"]
+__all__ = ["FakeLedger"]
 
 
 def _fields(value: object, names: Collection[str]) -> dict[str, Any]:
@@ -23,17 +23,6 @@ def _fields(value: object, names: Collection[str]) -> dict[str, Any]:
 
 # The fields ``Ledger.save`` does not write back: every other one it does.
 _RECORD_FIXED = ("fingerprint", "created_at", "hold_id", "kind", "workflow_id", "tool")
-
-
-def live_intent(
-    holds: Iterable[Hold], workflow_id: str, intent_fp: str, now: datetime
-) -> Hold | None:
-    """The first of ``holds`` (a tenant's, by id) live for this workflow's intent."""
-    for hold in holds:
-        same = hold.workflow_id == workflow_id and hold.intent_fp == intent_fp
-        if same and hold.blocks_at(now):
-            return hold
-    return None
 
 
 class FakeLedger:
@@ -67,10 +56,14 @@ class FakeLedger:
         now: datetime,
     ) -> ClaimLookup:
         state = self._state()
-        holds = sorted((h for (t, _), h in state.holds.items() if t == tenant), key=lambda h: h.id)
+        live = [
+            h for (t, _), h in state.holds.items()
+            if t == tenant and h.workflow_id == workflow_id and h.intent_fp == intent_fp
+            and h.blocks_at(now)
+        ]  # fmt: skip
         return ClaimLookup(
             record=state.ledger.get((tenant, key)),
-            live=live_intent(holds, workflow_id, intent_fp, now),
+            live=min(live, key=lambda h: h.id, default=None),  # the oldest
             calendars_bound=any((tenant, a) in state.bindings for a in attendees),
         )
 

@@ -20,7 +20,7 @@ from slotward.engine.approvals import Approval, ApprovalRules, DirectoryEntry, S
 from slotward.engine.calendars import BusyBlock, CalendarBinding, CalendarWrite
 from slotward.engine.fake_approvals import FakeApprovals, FakeSessions
 from slotward.engine.fake_calendars import FakeCalendars, FakeCalendarWrites, FakeMirror
-from slotward.engine.fake_ledger import FakeLedger, live_intent
+from slotward.engine.fake_ledger import FakeLedger
 from slotward.engine.fake_ops import FakeKeys, FakeStats, FakeWorkflows
 from slotward.engine.fake_relay import FakeDeliveries, FakeLeases, FakeOutbox, FakeWebhooks
 from slotward.engine.model import (
@@ -80,11 +80,6 @@ class _Holds:
 
     def _of(self, tenant: str) -> list[Hold]:
         return sorted((h for (t, _), h in self._state().holds.items() if t == tenant), key=_id)
-
-    def find_live_intent(
-        self, tenant: str, workflow_id: str, intent_fp: str, now: datetime
-    ) -> Hold | None:
-        return live_intent(self._of(tenant), workflow_id, intent_fp, now)
 
     def blocking(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime

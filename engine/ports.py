@@ -71,12 +71,6 @@ class IdGenerator(Protocol):
 class HoldRepository(Protocol):
     def get(self, tenant: str, hold_id: str) -> Hold | None: ...
 
-    def find_live_intent(
-        self, tenant: str, workflow_id: str, intent_fp: str, now: datetime
-    ) -> Hold | None:
-        """A held (unexpired) or committed hold of this workflow with this intent."""
-        ...
-
     def blocking(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
     ) -> list[Hold]:
@@ -168,8 +162,9 @@ class Ledger(Protocol):
         now: datetime,
     ) -> ClaimLookup:
         """What a create reads before it decides, in one read: the record under
-        ``key``, the intent's live hold (:meth:`HoldRepository.find_live_intent`),
-        and whether any of ``attendees`` has a calendar bound."""
+        ``key``, the intent's live hold (the oldest held and unexpired, or
+        committed, hold of this workflow with this intent), and whether any of
+        ``attendees`` has a calendar bound."""
         ...
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:

@@ -34,17 +34,21 @@ _BLOCKING = or_(
     and_(_h.status == HoldStatus.HELD.value, _h.expires_us > bindparam("now")),
 )
 _GET = select(t.holds).where(_h.id == bindparam("id"), _h.tenant == bindparam("tenant"))
-_LIVE_INTENT_OF = (
-    _h.tenant == bindparam("tenant"),
-    _h.workflow_id == bindparam("workflow_id"),
-    _h.intent_fp == bindparam("intent_fp"),
-    _BLOCKING,
-)
-_LIVE_INTENT = select(t.holds).where(*_LIVE_INTENT_OF).order_by(_h.id).limit(1)
-# The same hold's id, for a statement that reads it beside other rows
-# (ledger_repo.py); never correlated with a ``holds`` of the outer statement.
+# The id of the oldest live hold of an intent, for the claim's lookup that reads
+# it beside the record (ledger_repo.py); never correlated with a ``holds`` of
+# the outer statement.
 LIVE_INTENT_ID = (
-    select(_h.id).where(*_LIVE_INTENT_OF).order_by(_h.id).limit(1).correlate(None).scalar_subquery()
+    select(_h.id)
+    .where(
+        _h.tenant == bindparam("tenant"),
+        _h.workflow_id == bindparam("workflow_id"),
+        _h.intent_fp == bindparam("intent_fp"),
+        _BLOCKING,
+    )
+    .order_by(_h.id)
+    .limit(1)
+    .correlate(None)
+    .scalar_subquery()
 )
 # Holds last at most max_hold, so one that overlaps [s, e) starts after
 # s - max_hold: bounding the scan keeps it flat however many rows exist.
@@ -149,18 +153,6 @@ class SqlHolds:
 
     def get(self, tenant: str, hold_id: str) -> Hold | None:
         row = self._db.first(_GET, {"id": hold_id, "tenant": tenant})
-        return None if row is None else hold_from_row(row)
-
-    def find_live_intent(
-        self, tenant: str, workflow_id: str, intent_fp: str, now: datetime
-    ) -> Hold | None:
-        params = {
-            "tenant": tenant,
-            "workflow_id": workflow_id,
-            "intent_fp": intent_fp,
-            "now": to_us(now),
-        }
-        row = self._db.first(_LIVE_INTENT, params)
         return None if row is None else hold_from_row(row)
 
     def blocking(

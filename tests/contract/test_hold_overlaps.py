@@ -190,8 +190,11 @@ def test_live_intent_is_the_oldest_unexpired_or_committed_hold_of_that_workflow(
     )
 
     def live(now: float, tenant: str = "acme", workflow: str = "wf") -> str | None:
-        found = db.look(lambda uow: uow.holds.find_live_intent(tenant, workflow, "i" * 64, at(now)))
-        return None if found is None else found.id
+        def read(uow: UnitOfWork) -> str | None:
+            found = uow.ledger.lookup_claim(tenant, "no-key", workflow, "i" * 64, (), at(now))
+            return None if found.live is None else found.live.id
+
+        return db.look(read)
 
     assert live(0) == "hold_1"
     assert live(2) == "hold_2"  # hold_1 expired exactly now

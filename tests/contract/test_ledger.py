@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy.exc import IntegrityError
 
 from slotward.engine.model import HoldStatus, LedgerRecord
-from slotward.engine.ports import ClaimLookup, ReplayState, UnitOfWork
+from slotward.engine.ports import ReplayState, UnitOfWork
 from tests.contract.calendar_values import binding
 from tests.contract.conftest import Db
 from tests.contract.values import NOW, at, hold, record
@@ -190,9 +190,9 @@ def test_a_purge_not_committed_deletes_nothing(db: Db) -> None:
 def test_a_claims_lookup_reads_its_record_its_intents_live_hold_and_calendars_together(
     db: Db,
 ) -> None:
-    """Ledger.lookup_claim: what a create reads before deciding, in one read, each
-    part as Ledger.get, HoldRepository.find_live_intent and
-    CalendarRepository.for_attendees would answer it alone."""
+    """Ledger.lookup_claim: what a create reads before deciding, in one read; the
+    record and the calendars as Ledger.get and CalendarRepository.for_attendees
+    would answer them alone (the live hold: test_hold_overlaps.py too)."""
     fp = "i" * 64
     db.commit(lambda uow: uow.holds.add(hold("hold_1", expires_at=at(5))))  # workflow "wf"
     db.commit(lambda uow: uow.holds.add(hold("hold_2", attendees=("b",), workflow_id="w2",
@@ -205,12 +205,8 @@ def test_a_claims_lookup_reads_its_record_its_intents_live_hold_and_calendars_to
     ) -> tuple[str | None, str | None, bool]:
         def read(uow: UnitOfWork) -> tuple[str | None, str | None, bool]:
             found = uow.ledger.lookup_claim(tenant, key, workflow, fp, who, at(now))
-            alone = ClaimLookup(
-                uow.ledger.get(tenant, key),
-                uow.holds.find_live_intent(tenant, workflow, fp, at(now)),
-                bool(uow.calendars.for_attendees(tenant, who)),
-            )
-            assert found == alone
+            alone = uow.ledger.get(tenant, key), bool(uow.calendars.for_attendees(tenant, who))
+            assert (found.record, found.calendars_bound) == alone
             record_key = None if found.record is None else found.record.key
             return (
                 record_key,

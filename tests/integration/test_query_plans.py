@@ -54,7 +54,6 @@ PARAMS: dict[str, Any] = {
 # touch rows by primary key or insert plainly; those that read as they write are.
 HOT: dict[str, tuple[Executable, str]] = {
     "hold by id": (hold_repo._GET, "sqlite_autoindex_holds_1"),
-    "live hold of an intent": (hold_repo._LIVE_INTENT, "ix_holds_tenant_workflow_intent_id"),
     "overlapping holds": (hold_repo._OVERLAPPING, "ix_hold_attendees_overlap"),
     "overlapping holds by id": (hold_repo._BY_IDS, "sqlite_autoindex_holds_1"),
     "holds due for expiry": (hold_repo._DUE, "ix_holds_status_expires"),
@@ -137,6 +136,29 @@ def test_a_hot_statement_seeks_its_index(migrated: Path, name: str) -> None:
         conn.close()
     assert steps, plan.sql
     assert not [s for s in steps if s.startswith("SCAN")], steps
+    assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
+
+
+@pytest.mark.parametrize(
+    "index",
+    [
+        "sqlite_autoindex_ledger_1",  # the record under the key
+        "ix_holds_tenant_workflow_intent_id",  # the intent's live hold: its id
+        "ix_holds_tenant_id",  # ... then its row
+        "sqlite_autoindex_calendar_bindings_1",  # whether an attendee has a calendar
+    ],
+)
+def test_a_claims_lookup_seeks_an_index_for_each_part(migrated: Path, index: str) -> None:
+    # Every create runs it (ledger_repo._CLAIM_LOOKUP); its only scan is of its
+    # row of one, on which the parts are outer-joined.
+    plan = _plan(ledger_repo._CLAIM_LOOKUP[1], PARAMS)
+    conn = sqlite3.connect(migrated)
+    try:
+        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))
+        steps = [row[3] for row in rows]
+    finally:
+        conn.close()
+    assert [s for s in steps if s.startswith("SCAN")] == ["SCAN CONSTANT ROW", "SCAN one"], steps
     assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
 
 

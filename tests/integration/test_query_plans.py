@@ -123,18 +123,21 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def _steps(migrated: Path, stmt: Executable, params: dict[str, Any]) -> list[str]:
+    """The steps of ``stmt``'s plan on the migrated schema, as the store binds it."""
+    plan = _plan(stmt, params)
+    conn = sqlite3.connect(migrated)
+    try:
+        return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(params))]
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("name", sorted(HOT))
 def test_a_hot_statement_seeks_its_index(migrated: Path, name: str) -> None:
     stmt, index = HOT[name]
-    plan = _plan(stmt, PARAMS)
-    conn = sqlite3.connect(migrated)
-    try:
-        steps = [
-            row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))
-        ]
-    finally:
-        conn.close()
-    assert steps, plan.sql
+    steps = _steps(migrated, stmt, PARAMS)
+    assert steps, stmt
     assert not [s for s in steps if s.startswith("SCAN")], steps
     assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
 
@@ -151,13 +154,7 @@ def test_a_hot_statement_seeks_its_index(migrated: Path, name: str) -> None:
 def test_a_claims_lookup_seeks_an_index_for_each_part(migrated: Path, index: str) -> None:
     # Every create runs it (ledger_repo._CLAIM_LOOKUP); its only scan is of its
     # row of one, on which the parts are outer-joined.
-    plan = _plan(ledger_repo._CLAIM_LOOKUP[1], PARAMS)
-    conn = sqlite3.connect(migrated)
-    try:
-        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))
-        steps = [row[3] for row in rows]
-    finally:
-        conn.close()
+    steps = _steps(migrated, ledger_repo._CLAIM_LOOKUP[1], PARAMS)
     assert [s for s in steps if s.startswith("SCAN")] == ["SCAN CONSTANT ROW", "SCAN one"], steps
     assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
 
@@ -165,13 +162,7 @@ def test_a_claims_lookup_seeks_an_index_for_each_part(migrated: Path, index: str
 def test_the_overlap_check_reads_its_index_alone(migrated: Path) -> None:
     # Each claim checks every hold of its attendees in a day's look-back: read
     # from the table, those rows were scattered reads, 5x dearer at 1M holds.
-    plan = _plan(hold_repo._OVERLAPPING, PARAMS)
-    conn = sqlite3.connect(migrated)
-    try:
-        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))
-        steps = [row[3] for row in rows]
-    finally:
-        conn.close()
+    steps = _steps(migrated, hold_repo._OVERLAPPING, PARAMS)
     assert any("USING COVERING INDEX ix_hold_attendees_overlap" in s for s in steps), steps
 
 
@@ -199,13 +190,7 @@ CALENDAR_HOT: dict[str, tuple[Executable, str]] = {
 @pytest.mark.parametrize("name", sorted(CALENDAR_HOT))
 def test_a_calendar_statement_seeks_its_index(migrated: Path, name: str) -> None:
     stmt, index = CALENDAR_HOT[name]
-    plan = _plan(stmt, CALENDAR_PARAMS)
-    conn = sqlite3.connect(migrated)
-    try:
-        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(CALENDAR_PARAMS))
-        steps = [row[3] for row in rows]
-    finally:
-        conn.close()
+    steps = _steps(migrated, stmt, CALENDAR_PARAMS)
     assert not [s for s in steps if s.startswith("SCAN")], steps
     assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
 
@@ -233,13 +218,7 @@ DASHBOARD_HOT: dict[str, tuple[Executable, str]] = {
 @pytest.mark.parametrize("name", sorted(DASHBOARD_HOT))
 def test_an_approval_or_dashboard_statement_seeks_its_index(migrated: Path, name: str) -> None:
     stmt, index = DASHBOARD_HOT[name]
-    plan = _plan(stmt, DASHBOARD_PARAMS)
-    conn = sqlite3.connect(migrated)
-    try:
-        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(DASHBOARD_PARAMS))
-        steps = [row[3] for row in rows]
-    finally:
-        conn.close()
+    steps = _steps(migrated, stmt, DASHBOARD_PARAMS)
     assert not [s for s in steps if s.startswith("SCAN")], steps
     assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
 

@@ -40,7 +40,11 @@ class FakeLedger:
         hold = None if record.hold_id is None else state.holds.get((tenant, record.hold_id))
         found = {e: state.emails[(tenant, e)] for e in emails if (tenant, e) in state.emails}
         return ReplayState(
-            record=record,
+            key=record.key,
+            fingerprint=record.fingerprint,
+            created=record.created,
+            body=record.body,
+            hold_id=record.hold_id,
             hold_status=None if hold is None else hold.status,
             hold_expires_at=None if hold is None else hold.expires_at,
             directory=found,

@@ -127,9 +127,18 @@ class HoldRepository(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class ReplayState:
-    """What a known create's replay is answered from (:meth:`Ledger.replay_state`)."""
+    """What a known create's replay is answered from (:meth:`Ledger.replay_state`).
 
-    record: LedgerRecord
+    Of its record only what the answer is made of, not a whole
+    :class:`LedgerRecord`: a replay is the hottest read there is, and the
+    rest (four instants, the lease) would be decoded for nothing.
+    """
+
+    key: str  # as stored (a client's key with its prefix)
+    fingerprint: str
+    created: bool
+    body: bytes
+    hold_id: str | None
     hold_status: HoldStatus | None  # as stored (None: no hold, or none any more)
     hold_expires_at: datetime | None
     directory: dict[str, str]  # the emails asked about that are in it, and their ids
@@ -148,8 +157,9 @@ class Ledger(Protocol):
     def get(self, tenant: str, key: str) -> LedgerRecord | None: ...
 
     def replay_state(self, tenant: str, key: str, emails: Collection[str]) -> ReplayState | None:
-        """The record under ``key``, its hold's status and expiry, and where ``emails``
-        point in the directory, read together; None without a record."""
+        """What a replay needs of the record under ``key``, its hold's status and
+        expiry, and where ``emails`` point in the directory, read together in
+        one statement; None without a record."""
         ...
 
     def lookup_claim(

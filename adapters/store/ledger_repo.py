@@ -98,9 +98,10 @@ _PURGE = delete(t.ledger).where(
 
 
 def _replay_state(aggregate: Any | None) -> Select[Any]:
-    """A record, its hold's status and expiry, and a JSON object of the directory's
-    entries for some emails (the aggregate of SQLite's, or of PostgreSQL's; without
-    one, no emails are asked about: an expanding parameter cannot be empty)."""
+    """What a replay answers with of a record (not all of it), its hold's status and
+    expiry, and a JSON object of the directory's entries for some emails (the
+    aggregate of SQLite's, or of PostgreSQL's; without one, no emails are asked
+    about: an expanding parameter cannot be empty)."""
     _h, _e = t.holds.c, t.attendee_emails.c
     directory = (
         null()
@@ -111,7 +112,8 @@ def _replay_state(aggregate: Any | None) -> Select[Any]:
     )  # the primary key (tenant, email)
     joined = t.ledger.outerjoin(t.holds, and_(_h.id == _l.hold_id, _h.tenant == _l.tenant))
     return (
-        select(t.ledger, _h.status.label("hold_status"), _h.expires_us.label("hold_expires_us"),
+        select(_l.key, _l.fingerprint, _l.created, _l.body, _l.hold_id,
+               _h.status.label("hold_status"), _h.expires_us.label("hold_expires_us"),
                directory.label("directory"))
         .select_from(joined)
         .where(_l.tenant == bindparam("tenant"), _l.key == bindparam("key"))
@@ -207,7 +209,11 @@ class SqlLedger:
             directory = orjson.loads(directory)
         status = row["hold_status"]
         return ReplayState(
-            record=record_from_row(row),
+            key=row["key"],
+            fingerprint=row["fingerprint"],
+            created=bool(row["created"]),
+            body=bytes(row["body"]),
+            hold_id=row["hold_id"],
             hold_status=None if status is None else HoldStatus(status),
             hold_expires_at=None if status is None else from_us(row["hold_expires_us"]),
             directory=directory or {},

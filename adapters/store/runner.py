@@ -118,7 +118,7 @@ _POSTCOMPILE = "__[POSTCOMPILE_{}]"
 class _Plan:
     """One statement compiled for one dialect and shape of parameters."""
 
-    __slots__ = ("expanding", "fixed", "kind", "named", "order", "plain", "sql", "table")
+    __slots__ = ("expanding", "fixed", "kind", "named", "order", "plain", "sizes", "sql", "table")
 
     def __init__(
         self, stmt: Executable, names: Sequence[str], lengths: Sequence[int], dialect: Dialect
@@ -133,6 +133,7 @@ class _Plan:
         given = set(names)
         self.fixed: dict[str, Any] = {}
         self.expanding: tuple[str, ...] = ()
+        self.sizes: tuple[int, ...] = ()  # each expanding parameter's placeholders
         lists = dict(zip((n for n in names), lengths, strict=True))
         for name, bind in compiled.binds.items():  # type: ignore[attr-defined]
             if bind.expanding:
@@ -144,6 +145,7 @@ class _Plan:
                 sql = sql.replace(_POSTCOMPILE.format(name), marks)
                 if value is None:
                     self.expanding += (name,)
+                    self.sizes += (n,)
                 else:
                     self.fixed.update({f"{name}__{i}": v for i, v in enumerate(value)})
             elif name not in given:
@@ -162,10 +164,29 @@ class _Plan:
 
     def bind(self, params: Params) -> dict[str, Any]:
         bound = {**self.fixed, **params}
-        for name in self.expanding:
-            for i, value in enumerate(bound.pop(name)):
+        for name, size in zip(self.expanding, self.sizes, strict=True):
+            values = bound.pop(name)
+            if not 0 < len(values) <= size:
+                raise ValueError(f"{len(values)} values for the {size} places of {name!r}")
+            for i, value in enumerate(values):
                 bound[f"{name}__{i}"] = value
+            for i in range(len(values), size):  # the places past the list: its last again
+                bound[f"{name}__{i}"] = values[-1]
         return bound
+
+
+def _places(n: int) -> int:
+    """How many placeholders a list of ``n`` values is sent in: the next power of two.
+
+    Every expanding parameter is an ``IN`` list (runner statements use them
+    for nothing else), where a value given twice changes nothing; so a list is
+    padded with its last value. A statement then has a handful of shapes, not
+    one per length: each shape is compiled once by SQLAlchemy (some
+    milliseconds) and stays in sqlite3's statement cache (128 entries) and
+    asyncpg's, where a list of every length from 1 to 500 (the relay's
+    batches) was a new statement to compile and prepare.
+    """
+    return 1 << (n - 1).bit_length() if n > 0 else n
 
 
 class _Numbers:
@@ -233,7 +254,7 @@ def _plan(stmt: Executable, params: Params, dialect: Dialect = _SQLITE) -> _Plan
     flat = _FLAT.get((id(stmt), dialect.name, names))
     if flat is not None and flat[0] is stmt:
         return flat[1]
-    lengths = tuple(len(v) if isinstance(v, list) else -1 for v in params.values())
+    lengths = tuple(_places(len(v)) if isinstance(v, list) else -1 for v in params.values())
     key = (id(stmt), dialect.name, names, lengths)
     found = _PLANS.get(key)
     if found is None or found[0] is not stmt:

@@ -8,11 +8,11 @@ one built per call.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 from datetime import datetime, timedelta
 from typing import Any
 
+import orjson
 from sqlalchemy import and_, bindparam, exists, false, insert, or_, select, update
 
 from slotward.adapters.store import tables as t
@@ -117,7 +117,7 @@ def hold_from_row(m: Row) -> Hold:
         tenant=m["tenant"],
         workflow_id=m["workflow_id"],
         agent_id=m["agent_id"],
-        attendees=tuple(json.loads(m["attendees"])),
+        attendees=tuple(orjson.loads(m["attendees"])),  # JSON text, with or without spaces
         start=from_us(m["start_us"]),
         end=from_us(m["end_us"]),
         title=m["title"],
@@ -294,7 +294,7 @@ def _hold_values(hold: Hold) -> dict[str, Any]:
         "key": hold.key,
         "workflow_id": hold.workflow_id,
         "agent_id": hold.agent_id,
-        "attendees": json.dumps(list(hold.attendees)),
+        "attendees": orjson.dumps(list(hold.attendees)).decode(),
         "start_us": to_us(hold.start),
         "end_us": to_us(hold.end),
         "title": hold.title,

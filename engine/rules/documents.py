@@ -9,6 +9,8 @@ import json
 from datetime import datetime
 from typing import Any
 
+import orjson
+
 from slotward.engine.approvals import Approval
 from slotward.engine.model import AuditEntry, Hold, LedgerRecord
 from slotward.engine.rules.fingerprint import public_key
@@ -18,6 +20,7 @@ __all__ = [
     "approval_document",
     "audit_document",
     "encode",
+    "encode_hold",
     "execution_document",
     "hold_document",
 ]
@@ -26,6 +29,17 @@ __all__ = [
 def encode(doc: Any) -> bytes:
     """Compact UTF-8 JSON, keys in declaration order."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def encode_hold(doc: dict[str, Any]) -> bytes:
+    """:func:`encode` of a hold's answer, the same bytes, some ten times faster.
+
+    orjson writes strings, integers up to 64 bits, booleans and null as
+    :func:`encode` does; it writes some floats otherwise (``1e-05`` as
+    ``0.00001``), and a hold's answer has none: every create, commit and
+    release writes one (tests/unit/test_encode_hold.py holds the two to it).
+    """
+    return orjson.dumps(doc)
 
 
 def _instant(value: datetime | None) -> str | None:

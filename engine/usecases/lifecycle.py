@@ -12,7 +12,7 @@ from slotward.engine.model import Hold, HoldStatus, LedgerRecord, Principal, Rep
 from slotward.engine.ports import Clock, IdGenerator, UnitOfWork
 from slotward.engine.rules.audit import AuditKey
 from slotward.engine.rules.conflicts import Blocked, Claim, decide
-from slotward.engine.rules.documents import encode, hold_document
+from slotward.engine.rules.documents import encode_hold, hold_document
 from slotward.engine.rules.external import ExternalPolicy, ExternalView
 from slotward.engine.rules.fingerprint import check_claimable, child_key, ledger_key, public_key
 from slotward.engine.rules.holds import Commit, Release, apply
@@ -212,7 +212,7 @@ def _answer(
     extra: Mapping[str, object] | None = None,
 ) -> Reply:
     key = ledger_key(action.client_key, derived)
-    body = encode({**hold_document(hold, now), **(extra or {})})
+    body = encode_hold({**hold_document(hold, now), **(extra or {})})
     uow.ledger.add(
         LedgerRecord(
             tenant=hold.tenant, key=key, fingerprint=derived, state="succeeded", created=False,

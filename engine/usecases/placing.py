@@ -16,7 +16,7 @@ from slotward.engine.ports import ClaimLookup, Clock, IdGenerator, UnitOfWork
 from slotward.engine.rules import conflicts
 from slotward.engine.rules.attendees import AttendeeRef, ResolvedAttendees, resolve_attendees
 from slotward.engine.rules.audit import AuditKey
-from slotward.engine.rules.documents import encode, hold_document
+from slotward.engine.rules.documents import encode_hold, hold_document
 from slotward.engine.rules.external import ExternalPolicy, ExternalView
 from slotward.engine.rules.fingerprint import (
     check_claimable,
@@ -250,7 +250,7 @@ def _create(
     hold = _new_hold(req, prep, hold_id, seq, now)
     uow.holds.add(hold)
     doc = hold_document(hold, now)  # the answer's and the event's
-    body = encode({**doc, **view.fields()})
+    body = encode_hold({**doc, **view.fields()})
     uow.ledger.add(
         LedgerRecord(
             tenant=principal.tenant, key=prep.key, fingerprint=prep.fingerprint,

@@ -52,17 +52,26 @@ class RateLimiter:
 
     def admit(self, principal: Principal, n: int = 1) -> None:
         """Count a request of ``principal``'s agent costing ``n`` (a batch's calls)."""
-        self.take(
-            (principal.tenant, principal.agent_id),
-            f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s",
-            n,
-        )
+        wait = self._wait((principal.tenant, principal.agent_id), n)
+        if wait is not None:  # the words made only for a refusal: every call passes here
+            raise RateLimited(
+                f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s;"
+                f" retry in {wait} s",
+                retry_after=wait,
+            )
 
     def take(self, slot: Hashable, refusal: str, n: int = 1) -> None:
         """Take ``n`` tokens from ``slot``'s bucket in one step, or none and refuse
         with ``refusal``: Retry-After is then the wait for all ``n``."""
+        wait = self._wait(slot, n)
+        if wait is not None:
+            raise RateLimited(f"{refusal}; retry in {wait} s", retry_after=wait)
+
+    def _wait(self, slot: Hashable, n: int) -> int | None:
+        """Take ``n`` tokens from ``slot``'s bucket, or none and answer the seconds to
+        wait for all ``n``; None when taken (or nothing is counted)."""
         if not self.enabled:
-            return
+            return None
         with self._lock:
             now = self._clock.now().timestamp()
             bucket = self._buckets.get(slot)
@@ -75,9 +84,8 @@ class RateLimiter:
             bucket.at = max(bucket.at, now)
             if bucket.tokens >= n:
                 bucket.tokens -= n
-                return
-            wait = math.ceil((n - bucket.tokens) / self._rate)
-        raise RateLimited(f"{refusal}; retry in {wait} s", retry_after=wait)
+                return None
+            return math.ceil((n - bucket.tokens) / self._rate)
 
     def _forget_full(self, now: float) -> None:
         full = [

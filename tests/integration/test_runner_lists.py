@@ -9,10 +9,6 @@ On SQLite and PostgreSQL, alone and among writes joined into one statement.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -20,13 +16,8 @@ from sqlalchemy import bindparam, delete, insert, select
 
 from slotward.adapters.store import runner
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.postgres.store import PostgresStore
-from slotward.adapters.store.sqlite.store import SqliteStore
 from slotward.engine.ports import Store, UnitOfWork
-from tests.conftest import TEMPLATE
-from tests.pgserver import PgServer
 
-_NAMES = itertools.count(1)
 _W = t.workflow_stats
 _ADD = insert(_W).values(
     tenant="acme", workflow_id=bindparam("workflow_id"), replays=bindparam("replays"), storms=0
@@ -41,22 +32,9 @@ _ALL = select(_W.c.workflow_id)
 COUNT = 40
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'lists.db'}"
-    postgres: PgServer = request.getfixturevalue("postgres")
-    return postgres.create_database(f"lists{next(_NAMES)}", template=TEMPLATE)
-
-
 @pytest.fixture
-async def store(url: str) -> AsyncIterator[Store]:
-    retention = timedelta(hours=24)
-    opened: Store
-    if url.startswith("sqlite"):
-        opened = SqliteStore.open(url, retention)
-    else:
-        opened = await PostgresStore.open(url, retention)
+async def store(either_store: Store) -> Store:
+    """The store, with COUNT workflows' rows in it."""
 
     def fill(uow: UnitOfWork) -> None:
         with uow:
@@ -64,9 +42,8 @@ async def store(url: str) -> AsyncIterator[Store]:
             _db(uow).write(_ADD, rows)
             uow.commit()
 
-    await opened.write(fill)
-    yield opened
-    await opened.close()
+    await either_store.write(fill)
+    return either_store
 
 
 def _db(uow: UnitOfWork) -> Any:
@@ -80,7 +57,7 @@ def _shapes(stmt: Any, url: str) -> int:
 
 
 async def test_a_list_of_every_length_finds_its_rows_in_a_few_shapes(
-    store: Store, url: str
+    store: Store, either_url: str
 ) -> None:
     async def found(ids: list[str]) -> list[str]:
         def run(uow: UnitOfWork) -> list[str]:
@@ -95,7 +72,7 @@ async def test_a_list_of_every_length_finds_its_rows_in_a_few_shapes(
     # Given twice, and with an id that is nowhere: the same rows, no more.
     assert await found(["w03", "w01", "w03", "nope", "w01"]) == ["w01", "w03"]
     # Lengths 1 to 40 in lists of 1, 2, 4, 8, 16, 32 and 64 places: seven shapes, not forty.
-    assert _shapes(_SOME, url) == 7
+    assert _shapes(_SOME, either_url) == 7
 
 
 async def test_padded_lists_among_writes_sent_together(store: Store) -> None:

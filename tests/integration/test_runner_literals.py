@@ -11,23 +11,13 @@ back intact on PostgreSQL, alone and joined with other writes, and on SQLite.
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import AsyncIterator
-from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import Integer, Select, String, bindparam, insert, literal_column, select
 
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.postgres.store import PostgresStore
-from slotward.adapters.store.sqlite.store import SqliteStore
 from slotward.engine.ports import Store, UnitOfWork
-from tests.conftest import TEMPLATE
-from tests.pgserver import PgServer
 
-_NAMES = itertools.count(1)
 TRICKY = "wf :tenant::text 50% $1"
 _W = t.workflow_stats
 _LITERAL = literal_column(f"'{TRICKY}'", String)
@@ -39,39 +29,19 @@ _ADD = insert(_W).values(
 _READ = select(_W.c.workflow_id, _W.c.replays).order_by(_W.c.replays)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
-    if request.param == "sqlite":
-        return f"sqlite:///{tmp_path / 'literals.db'}"
-    postgres: PgServer = request.getfixturevalue("postgres")
-    return postgres.create_database(f"literals{next(_NAMES)}", template=TEMPLATE)
-
-
-@pytest.fixture
-async def store(url: str) -> AsyncIterator[Store]:
-    retention = timedelta(hours=24)
-    opened: Store
-    if url.startswith("sqlite"):
-        opened = SqliteStore.open(url, retention)
-    else:
-        opened = await PostgresStore.open(url, retention)
-    yield opened
-    await opened.close()
-
-
 def _db(uow: UnitOfWork) -> Any:
     return uow._db  # type: ignore[attr-defined]
 
 
-async def test_a_literal_with_colons_and_percents_is_read_as_written(store: Store) -> None:
+async def test_a_literal_with_colons_and_percents_is_read_as_written(either_store: Store) -> None:
     def run(uow: UnitOfWork) -> list[tuple[Any, ...]]:
         with uow:
             return [tuple(row) for row in _db(uow).rows(_ECHO, {"n": 1})]
 
-    assert await store.read(run) == [(TRICKY, 2)]
+    assert await either_store.read(run) == [(TRICKY, 2)]
 
 
-async def test_literals_survive_writes_joined_into_one_statement(store: Store) -> None:
+async def test_literals_survive_writes_joined_into_one_statement(either_store: Store) -> None:
     def run(uow: UnitOfWork) -> list[tuple[Any, ...]]:
         with uow:
             for n in range(3):  # put aside, then sent as one statement on PostgreSQL
@@ -80,4 +50,4 @@ async def test_literals_survive_writes_joined_into_one_statement(store: Store) -
             uow.commit()
             return rows
 
-    assert await store.write(run) == [(f"{TRICKY} #{n}", n) for n in range(3)]
+    assert await either_store.write(run) == [(f"{TRICKY} #{n}", n) for n in range(3)]

@@ -19,7 +19,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import hold_repo
-from slotward.adapters.store.runner import _ASYNCPG, _plan
+from slotward.adapters.store.plans import ASYNCPG, plan_of
 from slotward.adapters.store.sqlite.store import SqliteStore
 from tests.conftest import TEMPLATE
 from tests.pgserver import PgServer
@@ -58,7 +58,7 @@ def test_the_spans_of_a_refusal_start_from_the_attendee_index_on_sqlite(tmp_path
         series = "(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 4000)"
         _fill(conn.execute, series + " SELECT n FROM s)", "1")
         conn.execute("ANALYZE")
-        plan = _plan(hold_repo._SPANS, PARAMS)
+        plan = plan_of(hold_repo._SPANS, PARAMS)
         steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))]
     finally:
         conn.close()
@@ -73,7 +73,7 @@ def test_the_spans_of_a_refusal_start_from_the_attendee_index_on_postgresql(
 ) -> None:
     url = postgres.create_database("plans_blocking_spans", template=TEMPLATE)
     engine = create_engine(url.replace("+asyncpg", "+psycopg"), poolclass=NullPool)
-    plan = _plan(hold_repo._SPANS, PARAMS, _ASYNCPG)
+    plan = plan_of(hold_repo._SPANS, PARAMS, ASYNCPG)
     bound = plan.bind(PARAMS)
     args = ", ".join(_literal(bound[name]) for name in plan.order)
     try:

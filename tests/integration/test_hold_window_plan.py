@@ -21,7 +21,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import hold_repo
-from slotward.adapters.store.runner import _ASYNCPG, _plan
+from slotward.adapters.store.plans import ASYNCPG, plan_of
 from slotward.adapters.store.sqlite.store import SqliteStore
 from tests.conftest import TEMPLATE
 from tests.pgserver import PgServer
@@ -53,7 +53,7 @@ def test_the_window_seeks_its_index_in_its_order_on_sqlite(tmp_path: Path) -> No
         series = "(WITH RECURSIVE s(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM s WHERE n < 4000)"
         conn.execute(_HOLDS.format(base=BASE, series=series + " SELECT n FROM s)"))
         conn.execute("ANALYZE")
-        plan = _plan(hold_repo._WINDOW, PARAMS)
+        plan = plan_of(hold_repo._WINDOW, PARAMS)
         steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))]
     finally:
         conn.close()
@@ -64,7 +64,7 @@ def test_the_window_seeks_its_index_in_its_order_on_sqlite(tmp_path: Path) -> No
 def test_the_window_seeks_its_index_on_postgresql(postgres: PgServer) -> None:
     url = postgres.create_database("plans_hold_window", template=TEMPLATE)
     engine = create_engine(url.replace("+asyncpg", "+psycopg"), poolclass=NullPool)
-    plan = _plan(hold_repo._WINDOW, PARAMS, _ASYNCPG)
+    plan = plan_of(hold_repo._WINDOW, PARAMS, ASYNCPG)
 
     def explain(conn: Any, limit: int) -> list[str]:
         bound = plan.bind(PARAMS | {"limit": limit})

@@ -20,7 +20,7 @@ from sqlalchemy import Executable, create_engine
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import ledger_repo, ops_repos
-from slotward.adapters.store.runner import _ASYNCPG, _plan
+from slotward.adapters.store.plans import ASYNCPG, plan_of
 from slotward.adapters.store.sqlite.store import SqliteStore
 from tests.conftest import TEMPLATE
 from tests.pgserver import PgServer
@@ -57,7 +57,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_a_lookup_seeks_its_partial_index_on_sqlite(migrated: Path, name: str) -> None:
     stmt, indexes = LOOKUPS[name]
     params = _params(stmt)
-    plan = _plan(stmt, params)
+    plan = plan_of(stmt, params)
     conn = sqlite3.connect(migrated)
     try:
         rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(params))
@@ -92,7 +92,7 @@ def test_the_lookups_seek_their_partial_indexes_on_postgresql(postgres: PgServer
             conn.exec_driver_sql("SET plan_cache_mode = force_generic_plan")
             for i, (name, (stmt, _)) in enumerate(sorted(LOOKUPS.items())):
                 params = _params(stmt)
-                plan = _plan(stmt, params, _ASYNCPG)
+                plan = plan_of(stmt, params, ASYNCPG)
                 bound = plan.bind(params)
                 args = ", ".join(_literal(bound[n]) for n in plan.order)
                 conn.exec_driver_sql(f"PREPARE lookup{i} AS {plan.sql}")

@@ -32,7 +32,7 @@ from slotward.adapters.store import (
     repos,
     webhook_repos,
 )
-from slotward.adapters.store.runner import _ASYNCPG, _plan
+from slotward.adapters.store.plans import ASYNCPG, plan_of
 from slotward.adapters.store.sqlite.store import SqliteStore
 from tests.conftest import TEMPLATE
 from tests.pgserver import PgServer
@@ -125,7 +125,7 @@ def migrated(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def _steps(migrated: Path, stmt: Executable, params: dict[str, Any]) -> list[str]:
     """The steps of ``stmt``'s plan on the migrated schema, as the store binds it."""
-    plan = _plan(stmt, params)
+    plan = plan_of(stmt, params)
     conn = sqlite3.connect(migrated)
     try:
         return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(params))]
@@ -231,7 +231,7 @@ def test_busy_blocks_overlapping_seek_their_index_on_postgresql(postgres: PgServ
     start = 1_000_000_000_000_000 + 2000 * 600_000_000  # an hour amid the rows
     params = CALENDAR_PARAMS | {"attendees": ["att_1", "att_2"], "start": start}
     params["end"] = start + 3_600_000_000
-    plan = _plan(calendar_repos._OVERLAPPING, params, _ASYNCPG)
+    plan = plan_of(calendar_repos._OVERLAPPING, params, ASYNCPG)
     bound = plan.bind(params)
     args = ", ".join(_literal(bound[name]) for name in plan.order)
     try:

@@ -1,6 +1,6 @@
 """An ``IN`` list is sent in a few shapes, not one per length, and still means itself.
 
-adapters/store/runner.py pads an expanding parameter's list with its last value
+adapters/store/plans.py pads an expanding parameter's list with its last value
 up to the next power of two. Before, a list of every length was a statement of
 its own: compiled by SQLAlchemy (milliseconds), prepared again by sqlite3 or
 asyncpg. The relay's batches (up to hundreds of ids) made one per batch size.
@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 from sqlalchemy import bindparam, delete, insert, select
 
-from slotward.adapters.store import runner
 from slotward.adapters.store import tables as t
+from slotward.adapters.store.plans import compiled_shapes, plan_of
 from slotward.engine.ports import Store, UnitOfWork
 
 _W = t.workflow_stats
@@ -52,8 +52,7 @@ def _db(uow: UnitOfWork) -> Any:
 
 def _shapes(stmt: Any, url: str) -> int:
     """The plans compiled for ``stmt`` on the dialect of ``url``."""
-    dialect = "sqlite" if url.startswith("sqlite") else "postgresql"
-    return sum(1 for key in runner._PLANS if key[0] == id(stmt) and key[1] == dialect)
+    return compiled_shapes(stmt, "sqlite" if url.startswith("sqlite") else "postgresql")
 
 
 async def test_a_list_of_every_length_finds_its_rows_in_a_few_shapes(
@@ -92,7 +91,7 @@ async def test_padded_lists_among_writes_sent_together(store: Store) -> None:
 
 
 def test_a_list_longer_than_its_places_is_refused() -> None:
-    plan = runner._plan(_SOME, {"ids": ["a", "b", "c"]})  # four places
+    plan = plan_of(_SOME, {"ids": ["a", "b", "c"]})  # four places
     assert plan.bind({"ids": ["a", "b", "c", "d"]})["ids__3"] == "d"
     with pytest.raises(ValueError, match="5 values for the 4 places"):
         plan.bind({"ids": ["a", "b", "c", "d", "e"]})

@@ -59,8 +59,12 @@ class Plan:
                 n = lists.get(name, -1) if value is None else len(value)
                 if n <= 0:
                     raise ValueError(f"expanding parameter {name!r} needs a non-empty list")
+                marker = _POSTCOMPILE.format(name)
+                if value is None and sql.count(marker) != sql.count(f"IN ({marker})"):
+                    # Padded with its last value (_places): only an IN list means the same.
+                    raise ValueError(f"expanding parameter {name!r} outside an IN list")
                 marks = ", ".join(mark.format(f"{name}__{i}") for i in range(n))
-                sql = sql.replace(_POSTCOMPILE.format(name), marks)
+                sql = sql.replace(marker, marks)
                 if value is None:
                     self.expanding += (name,)
                     self.sizes += (n,)
@@ -96,8 +100,8 @@ class Plan:
 def _places(n: int) -> int:
     """How many placeholders a list of ``n`` values is sent in: the next power of two.
 
-    Every expanding parameter is an ``IN`` list (runner statements use them
-    for nothing else), where a value given twice changes nothing; so a list is
+    Every expanding parameter is an ``IN`` list (the repositories' statements
+    use them for nothing else), where a value given twice changes nothing; so a list is
     padded with its last value. A statement then has a handful of shapes, not
     one per length: each shape is compiled once by SQLAlchemy (some
     milliseconds) and stays in sqlite3's statement cache (128 entries) and
@@ -140,7 +144,7 @@ def combined(plans: Sequence[Plan]) -> tuple[str, tuple[str, ...]]:
     """One statement running ``plans`` as data-modifying CTEs: ``WITH w0 AS (...) SELECT 1``.
 
     The parameters of the k-th are renamed ``wk_<name>``. Cached by the plans'
-    identities, checked as ``_plan`` checks statements'.
+    identities, checked as :func:`plan_of` checks statements'.
     """
     key = tuple(id(plan) for plan in plans)
     found = _COMBINED.get(key)
@@ -168,6 +172,7 @@ _FLAT: dict[tuple[int, str, tuple[str, ...]], tuple[Executable, Plan]] = {}
 
 
 def plan_of(stmt: Executable, params: Params, dialect: Dialect = SQLITE) -> Plan:
+    """``stmt``'s plan for ``dialect`` and the shape of ``params``, compiled at its first use."""
     names = tuple(params)
     flat = _FLAT.get((id(stmt), dialect.name, names))
     if flat is not None and flat[0] is stmt:

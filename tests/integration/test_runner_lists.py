@@ -97,3 +97,14 @@ def test_a_list_longer_than_its_places_is_refused() -> None:
         plan.bind({"ids": ["a", "b", "c", "d", "e"]})
     with pytest.raises(ValueError, match="0 values"):
         plan.bind({"ids": []})
+
+
+def test_a_list_outside_an_in_is_refused() -> None:
+    """Padding a list with its last value keeps an IN's meaning, and nothing else's."""
+    wrong = select(_W.c.workflow_id).where(_W.c.workflow_id == bindparam("ids", expanding=True))
+    with pytest.raises(ValueError, match="outside an IN list"):
+        plan_of(wrong, {"ids": ["a", "b", "c"]})
+    not_in = select(_W.c.workflow_id).where(
+        _W.c.workflow_id.not_in(bindparam("ids", expanding=True))
+    )
+    assert plan_of(not_in, {"ids": ["a", "b", "c"]}).sizes == (4,)

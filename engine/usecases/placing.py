@@ -100,7 +100,7 @@ def _replay(
     tenant = req.principal.tenant
     record, live = found.record, found.live
     if record is not None and record.fingerprint == prep.fingerprint:
-        return _now_status(uow, replay_record(record, prep.fingerprint), tenant, now, live)
+        return _replayed(record, _status_now(uow, record.hold_id, tenant, now, live))
     if record is not None and (live is None or record.hold_id != live.id):
         return replay_record(record, prep.fingerprint)  # a key reused: refused
     # No record, or the key a step-drift replay answered, sent back: the live
@@ -114,16 +114,15 @@ def _replay(
     return _replayed(first, live.status_at(now).value)
 
 
-def _now_status(
-    uow: UnitOfWork, reply: Reply, tenant: str, now: datetime, live: Hold | None
-) -> Reply:
-    """A replayed create, with its hold's status now (the stored answer says ``held``);
-    ``live``: the intent's live hold, read already (its hold, or another)."""
-    if reply.hold_id is None:
-        return reply
-    hold = live if live is not None and live.id == reply.hold_id else None
-    hold = hold or uow.holds.get(tenant, reply.hold_id)
-    return reply if hold is None else replace(reply, hold_status=hold.status_at(now).value)
+def _status_now(
+    uow: UnitOfWork, hold_id: str | None, tenant: str, now: datetime, live: Hold | None
+) -> str | None:
+    """A replayed create's hold's status now (the stored answer says ``held``);
+    ``live``: the intent's live hold, read already (this one, or another)."""
+    if hold_id is None:
+        return None
+    hold = live if live is not None and live.id == hold_id else uow.holds.get(tenant, hold_id)
+    return None if hold is None else hold.status_at(now).value
 
 
 def replay_record(record: LedgerRecord, fingerprint: str) -> Reply:

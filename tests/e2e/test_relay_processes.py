@@ -285,13 +285,18 @@ async def test_two_processes_on_one_sqlite_file_run_one_relay_at_a_time(
         both = (a, b)
         seen: list[tuple[float, float, float]] = []  # (time, a's gauge, b's gauge)
         alive = list(both)
+        # A round of samples and the kill exclude each other: a round that saw
+        # a process alive must not have its request cut by the kill (a refused
+        # connection is not a gauge of 0, and would fail the test at random).
+        sampling = asyncio.Lock()
 
         async def sample() -> None:
             while True:
-                gauges = []
-                for served in both:
-                    held = await c.lease_held(served) if served in alive else 0.0
-                    gauges.append(held)
+                async with sampling:
+                    gauges = []
+                    for served in both:
+                        held = await c.lease_held(served) if served in alive else 0.0
+                        gauges.append(held)
                 seen.append((time.time(), gauges[0], gauges[1]))
                 await asyncio.sleep(0.05)
 
@@ -310,8 +315,9 @@ async def test_two_processes_on_one_sqlite_file_run_one_relay_at_a_time(
             for i in range(6, 10):
                 await c.hold(other, f"room-{i}", commit=True)
             await wait_until(lambda: receiver.in_flight >= 1, 30)
-            alive.remove(holder)
-            holder.kill()
+            async with sampling:
+                alive.remove(holder)
+                holder.kill()
             receiver.release_all()
 
             async def taken_over() -> bool:

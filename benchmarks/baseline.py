@@ -14,9 +14,11 @@ against it.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from slotward.api.config import Config
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Call, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.results import Outcome, Result, Settings, ratio
@@ -28,7 +30,16 @@ from slotward.benchmarks.servers import (
     workspace,
 )
 
-__all__ = ["baseline", "check_warmup", "measure_reference", "plan", "warm_count"]
+__all__ = [
+    "baseline",
+    "check_warmup",
+    "measure_reference",
+    "plan",
+    "settle_seconds",
+    "warm_count",
+]
+
+_SETTLE_MAX = 5.0  # a long sweep interval would make every phase wait that long twice
 
 
 def warm_count(settings: Settings) -> int:
@@ -51,8 +62,24 @@ def plan(
 
 def _with_server(spec: Mapping[str, Any]) -> dict[str, Any]:
     pid = server_pid(str(spec.get("base", "")))
-    return {**spec, "server_pid": pid} if pid is not None and "server_pid" not in spec else (
-        dict(spec))  # fmt: skip
+    if pid is None or "server_pid" in spec:
+        return dict(spec)
+    return {"settle_seconds": settle_seconds(), **spec, "server_pid": pid}
+
+
+def settle_seconds(env: Mapping[str, str] | None = None) -> float:
+    """How long after a phase's last answer its server's work is still the phase's.
+
+    A slotward server carries part of a call's work out after answering it:
+    the relay's turn (woken at once, and every ``SLOTWARD_RELAY_INTERVAL``),
+    the storm watch's hand-over of replay counts (every
+    ``SLOTWARD_SWEEP_INTERVAL``). The load generator counts the server's CPU
+    over this much longer (benchmarks/loadgen.py), and the next phase starts
+    after it: one sweep and one relay interval, and half a second; at most 5 s.
+    """
+    config = Config.from_env(os.environ if env is None else env)
+    later = config.sweep_interval_seconds + config.relay_interval_seconds + 0.5
+    return min(later, _SETTLE_MAX)
 
 
 def measure_reference(

@@ -39,7 +39,7 @@ __all__ = [
     "warm_count",
 ]
 
-_SETTLE_MAX = 5.0  # a long sweep interval would make every phase wait that long twice
+_SETTLE_MAX = 5.0  # every phase waits it: a long sweep interval must not stretch them all
 
 
 def warm_count(settings: Settings) -> int:

@@ -101,8 +101,8 @@ async def read_approval(
     """The approval; with ``wait`` (seconds), once it is no longer pending or the
     time is up, whichever comes first (or the client has gone)."""
 
-    async def look() -> tuple[dict[str, Any], bool]:
-        return await svc.store.read(
+    async def look() -> tuple[dict[str, Any], bool]:  # by its primary key: a peek
+        return await svc.peek(
             partial(approvals.get_approval, principal=principal, approval_id=approval_id,
                     now=svc.clock.now())
         )  # fmt: skip

@@ -221,10 +221,9 @@ async def find_slots(
 
 
 async def get_hold(svc: Services, principal: Principal, hold_id: str) -> dict[str, Any]:
+    """One hold: a lookup by its primary key, so a peek (no hop to a reader thread)."""
     now = svc.clock.now()
-    return await svc.store.read(
-        partial(reads.get_hold, principal=principal, hold_id=hold_id, now=now)
-    )
+    return await svc.peek(partial(reads.get_hold, principal=principal, hold_id=hold_id, now=now))
 
 
 async def list_holds(

@@ -89,7 +89,8 @@ async def complete_execution(
 
 
 async def get_execution(svc: Services, principal: Principal, key: str) -> dict[str, Any]:
-    return await svc.store.read(partial(executions.get_execution, principal=principal, key=key))
+    """The record under ``key``: a lookup by its primary key, so a peek."""
+    return await svc.peek(partial(executions.get_execution, principal=principal, key=key))
 
 
 async def acquire_or_wait(

@@ -88,13 +88,16 @@ async def create_hold(
     step: object,
     client_key: str | None,
     sent: Hashable | None = None,
+    also_sent: Hashable | None = None,
 ) -> Reply:
     """Replay from a read if the answer may be known (api/seen.py); else place it in
     one write, which replays it if it was known after all.
 
     ``fields`` are the tool's canonical arguments (engine/tools.py CREATE_HOLD).
     ``sent``: the request as it came (its caller and bytes), under which a new
-    hold is remembered for :func:`replay_known_create` (api/replays.py).
+    hold is remembered for :func:`replay_known_create` (api/replays.py);
+    ``also_sent``: another name of the same request (a tool call's body as
+    sent, beside its parsed call), under which it is remembered too.
     """
     key = _checked(client_key)
     req = _hold_request(principal, fields, workflow_id, step, key, svc.policy.default_ttl_seconds)
@@ -122,6 +125,8 @@ async def create_hold(
         known = known_create(principal.tenant, workflow_id, req.attendees, reply)
         if known is not None:
             svc.known.add(sent, known)
+            if also_sent is not None:
+                svc.known.add(also_sent, known)
     await svc.storms.observe(principal.tenant, workflow_id, reply)
     return reply
 

@@ -28,7 +28,14 @@ from slotward.engine.model import Reply
 from slotward.engine.rules.attendees import AttendeeRef
 from slotward.engine.usecases.known_replays import KnownCreate
 
-__all__ = ["CAPACITY", "KnownCreates", "known_create", "sent_as", "tool_call_sent_as"]
+__all__ = [
+    "CAPACITY",
+    "KnownCreates",
+    "known_create",
+    "sent_as",
+    "tool_body_sent_as",
+    "tool_call_sent_as",
+]
 
 CAPACITY = 1 << 14  # some 10 MB: a request's digest, and its key and ids, each
 
@@ -55,6 +62,18 @@ def tool_call_sent_as(
     except TypeError:
         return None
     return sent_as(("tool-call", caller), doc)
+
+
+def tool_body_sent_as(caller: Hashable, body: bytes) -> Hashable:
+    """A single tool call's body as it was sent, byte for byte, by ``caller``.
+
+    A second name for a create :func:`tool_call_sent_as` names: a retry sent
+    as its call was is found by it before its body is decoded, translated and
+    validated. Only for a body sent without a client key and without
+    ``?reply=``, whose answer is then the create's own (api/http/tool_handlers.py).
+    Its own namespace: never one of a hold body's or a parsed call's names.
+    """
+    return sent_as(("tool-call-body", caller), body)
 
 
 def known_create(
@@ -87,6 +106,9 @@ class KnownCreates:
 
     def __len__(self) -> int:
         return len(self._known)
+
+    def __contains__(self, request: object) -> bool:
+        return request in self._known
 
     def get(self, request: Hashable) -> KnownCreate | None:
         return self._known.get(request)

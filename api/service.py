@@ -13,7 +13,7 @@ Client keys arrive raw (``Idempotency-Key`` as sent) and are checked here.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
 from functools import partial
 from typing import Any
 
@@ -120,40 +120,64 @@ def require_role(principal: Principal, roles: Collection[Role]) -> None:
 
 # -- the tool-call envelope -----------------------------------------------------
 
+# (services, caller, envelope, canonical arguments, client key, the body's name
+# as sent: api/replays.py tool_body_sent_as, or None)
 _Runner = Callable[
-    [Services, Principal, Mapping[str, Any], dict[str, Any], str | None],
+    [Services, Principal, Mapping[str, Any], dict[str, Any], str | None, Hashable | None],
     Awaitable[Reply | dict[str, Any]],
 ]
 
 
 async def _run_create(
-    svc: Services, p: Principal, env: Mapping[str, Any], args: dict[str, Any], key: str | None
+    svc: Services,
+    p: Principal,
+    env: Mapping[str, Any],
+    args: dict[str, Any],
+    key: str | None,
+    body: Hashable | None,
 ) -> Reply:
     """A retry of a create call sent as it was (no client key) is replayed from
-    what this process knows of it, as ``POST /v1/holds``'s (api/replays.py)."""
+    what this process knows of it, as ``POST /v1/holds``'s (api/replays.py); a new
+    hold is remembered under ``body`` too, when the caller names its body."""
     workflow_id, step = env["workflow_id"], env.get("step")
     sent = None if key is not None else tool_call_sent_as(p, workflow_id, step, args)
     if sent is not None and (known := await replay_known_create(svc, p, sent)):
         return known
     return await create_hold(
-        svc, p, args, workflow_id=workflow_id, step=step, client_key=key, sent=sent
-    )
+        svc, p, args, workflow_id=workflow_id, step=step, client_key=key, sent=sent,
+        also_sent=body,
+    )  # fmt: skip
 
 
 async def _run_commit(
-    svc: Services, p: Principal, env: Mapping[str, Any], args: dict[str, Any], key: str | None
+    svc: Services,
+    p: Principal,
+    env: Mapping[str, Any],
+    args: dict[str, Any],
+    key: str | None,
+    body: Hashable | None,
 ) -> Reply:
     return await commit(svc, p, args["hold_id"], args["token"], key)
 
 
 async def _run_release(
-    svc: Services, p: Principal, env: Mapping[str, Any], args: dict[str, Any], key: str | None
+    svc: Services,
+    p: Principal,
+    env: Mapping[str, Any],
+    args: dict[str, Any],
+    key: str | None,
+    body: Hashable | None,
 ) -> Reply:
     return await release(svc, p, args["hold_id"], key)
 
 
 async def _run_slots(
-    svc: Services, p: Principal, env: Mapping[str, Any], args: dict[str, Any], key: str | None
+    svc: Services,
+    p: Principal,
+    env: Mapping[str, Any],
+    args: dict[str, Any],
+    key: str | None,
+    body: Hashable | None,
 ) -> dict[str, Any]:
     return await find_slots(svc, p, args["attendees"], args)  # reads: no key
 
@@ -169,11 +193,17 @@ RUNNERS: Mapping[str, _Runner] = {
 
 
 async def call_tool(
-    svc: Services, principal: Principal, envelope: Mapping[str, Any], client_key: str | None
+    svc: Services,
+    principal: Principal,
+    envelope: Mapping[str, Any],
+    client_key: str | None,
+    body: Hashable | None = None,
 ) -> Reply | dict[str, Any]:
     """Run a tool call as an LLM emits it (``tool``, ``arguments``, ``workflow_id``, ``step``).
 
     A write answers a :class:`Reply` (as its own endpoint does), a read a document.
+    ``body``: the call's body as sent (api/replays.py tool_body_sent_as), named by
+    a caller whose answer is the call's own; a new hold is remembered under it.
     """
     tool = tool_named(envelope["tool"])
     if not tool.read_only:
@@ -185,7 +215,8 @@ async def call_tool(
             extra={"field": "workflow_id"},
         )
     given = tool.arguments.validate(envelope["arguments"], ignore=svc.policy.thought_fields)
-    return await RUNNERS[tool.name](svc, principal, envelope, tool.canonical(given), client_key)
+    canonical = tool.canonical(given)
+    return await RUNNERS[tool.name](svc, principal, envelope, canonical, client_key, body)
 
 
 # -- workflows, the directory, the audit chain ----------------------------------------

@@ -8,6 +8,8 @@ api/tool_results.py (docs/agents.md).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 import orjson
 from aiohttp import web
 
@@ -16,7 +18,7 @@ from slotward.api.bootstrap import Services
 from slotward.api.envelopes import Call, Envelope, relocated, translate
 from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
-from slotward.api.http.jsonbody import decode_json, read_json
+from slotward.api.http.jsonbody import decode_body, decode_json, read_body
 from slotward.api.http.problems import problem_document
 from slotward.api.http.responses import (
     REPLY,
@@ -26,6 +28,7 @@ from slotward.api.http.responses import (
     reply_status,
 )
 from slotward.api.http.statuses import status_of
+from slotward.api.replays import tool_body_sent_as
 from slotward.api.tool_formats import check_format, tool_schemas
 from slotward.api.tool_results import Outcome, batch_document, check_reply, reply_for
 from slotward.engine.errors import SlotwardError, ValidationFailed
@@ -53,18 +56,32 @@ async def tool_call(request: web.Request) -> web.Response:
     # Counted once the body says how many calls it holds (_admit); a refused body
     # still costs one request, so a loop of broken bodies is limited too.
     principal = await authenticate(request, svc.keys, count=False)
+    counted = False
     try:
         reply = check_reply(request.query.get("reply"))
-        body = await read_json(request)
-        envelope = translate(body, decode=decode_json, ignore=svc.policy.thought_fields)
+        raw = await read_body(request)
         key = client_key(request)
+        # A create answered as its own endpoint answers (no client key, no
+        # ?reply=) is remembered under its body as sent too: a retry sent as it
+        # was replays before its body is decoded, translated and validated.
+        sent = None if key is not None or reply is not None else tool_body_sent_as(principal, raw)
+        if sent is not None and sent in svc.known:
+            counted = True
+            svc.keys.limiter.admit(principal)  # one call, as _admit counts it: 429 before work
+            known = await service.replay_known_create(svc, principal, sent)
+            if known is not None:
+                return reply_response(known)
+        envelope = translate(decode_body(raw), decode=decode_json,
+                             ignore=svc.policy.thought_fields)  # fmt: skip
         _check(envelope, key, needs_ids=reply is not None)
     except SlotwardError:
-        svc.keys.limiter.admit(principal)
+        if not counted:
+            svc.keys.limiter.admit(principal)
         raise
-    _admit(svc, principal, envelope)
+    if not counted:  # a known body's single call was counted above
+        _admit(svc, principal, envelope)
     if not envelope.batch and reply is None:
-        return await _single(svc, principal, envelope.calls[0], key)
+        return await _single(svc, principal, envelope.calls[0], key, sent)
     # One after another, in the message's order: a later call sees what an earlier one held.
     outcomes = [await _outcome(svc, principal, call, key) for call in envelope.calls]
     for outcome in outcomes if envelope.batch else ():
@@ -143,13 +160,16 @@ def _admit(svc: Services, principal: Principal, envelope: Envelope) -> None:
     limiter.admit(principal, len(envelope.calls))
 
 
-async def _single(svc: Services, principal: Principal, call: Call, key: str | None) -> web.Response:
-    """One call answered as its tool's endpoint answers (errors as problem+json)."""
+async def _single(
+    svc: Services, principal: Principal, call: Call, key: str | None, sent: Hashable | None
+) -> web.Response:
+    """One call answered as its tool's endpoint answers (errors as problem+json);
+    ``sent``: its body's name as sent (api/replays.py tool_body_sent_as)."""
     if call.envelope is None:
         assert call.refused is not None
         raise call.refused
     try:
-        answer = await service.call_tool(svc, principal, call.envelope, key)
+        answer = await service.call_tool(svc, principal, call.envelope, key, sent)
     except ValidationFailed as error:
         raise relocated(error, call) from None
     return reply_response(answer) if isinstance(answer, Reply) else json_response(answer)

@@ -24,6 +24,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.api.http.jsonbody import decode_body
 from slotward.engine.tools import CREATE_HOLD
 from tests.e2e.conftest import Server
 
@@ -113,3 +114,60 @@ async def test_a_create_tool_call_sent_again_is_a_known_replay(server: Server) -
     assert again.replayed
     assert again.body == first.body
     traces.assert_one_statement_on_the_loop()
+
+
+class Decodes:
+    """How many tool-call bodies the handler decoded (the real decoder, counted)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.count = 0
+
+        def counted(raw: bytes, **kw: Any) -> object:
+            self.count += 1
+            return decode_body(raw, **kw)
+
+        monkeypatch.setattr("slotward.api.http.tool_handlers.decode_body", counted)
+
+
+async def test_a_tool_call_sent_again_byte_for_byte_is_replayed_before_its_body_is_read(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = server.services.store
+    assert isinstance(store, SqliteStore)
+    agent = await server.key()
+    decodes = Decodes(monkeypatch)
+    call = {"workflow_id": BODY["workflow_id"], "step": 2, "id": "call_1", "type": "function",
+            "function": {"name": CREATE_HOLD.name, "arguments": json.dumps(TOOL_ARGS)}}  # fmt: skip
+    raw = json.dumps(call).encode()
+    first = await agent.post("/v1/tool-calls", raw=raw)
+    assert (first.status, first.replayed, decodes.count) == (201, False, 1)
+    # Any other bytes of the same call take the whole path, and replay it there
+    # (which opens the peek's connection, for the trace below).
+    other_id = await agent.post("/v1/tool-calls", raw=json.dumps({**call, "id": "call_2"}).encode())
+    assert (other_id.replayed, other_id.body, decodes.count) == (True, first.body, 2)
+    traces = Traces(store)
+    again = await agent.post("/v1/tool-calls", raw=raw)
+    assert (again.status, again.replayed, decodes.count) == (201, True, 2)  # not decoded
+    assert (again.body, again.key) == (first.body, first.key)
+    traces.assert_one_statement_on_the_loop()
+    # So do the same bytes answered in another form, or under a client's key.
+    shaped = await agent.post("/v1/tool-calls?reply=openai", raw=raw)
+    assert (shaped.status, decodes.count) == (200, 3)
+    assert json.loads(shaped.body)["tool_call_id"] == "call_1"
+    keyed = await agent.post("/v1/tool-calls", raw=raw, headers={"Idempotency-Key": "mine-1"})
+    assert (keyed.status, decodes.count) == (201, 4)  # the whole path: the intent's live hold
+
+
+async def test_a_tool_call_by_another_caller_is_not_replayed_by_its_bytes(
+    server: Server, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = await server.key(), await server.key(agent="agent-b")
+    decodes = Decodes(monkeypatch)
+    call = {"workflow_id": "wf-two-callers", "tool": CREATE_HOLD.name,
+            "arguments": {**TOOL_ARGS, "attendees": ["fay@example.com"]}}  # fmt: skip
+    raw = json.dumps(call).encode()
+    mine = await first.post("/v1/tool-calls", raw=raw)
+    theirs = await second.post("/v1/tool-calls", raw=raw)
+    assert (mine.status, theirs.status, decodes.count) == (201, 201, 2)
+    assert theirs.replayed  # the same intent in the tenant: replayed by the whole path
+    assert theirs.key == mine.key

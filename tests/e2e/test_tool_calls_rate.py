@@ -79,3 +79,19 @@ async def test_a_batch_larger_than_the_burst_is_refused_as_not_retryable(server:
     assert server.counts()["holds"] == 0
     # The refusal cost one request, as any refused body does, not four.
     assert (await agent.post("/v1/tool-calls", batch(2))).status == 200
+
+
+async def test_a_call_sent_again_byte_for_byte_costs_one_request(server: Server) -> None:
+    agent = await server.key(agent="again")
+    raw = json.dumps({"workflow_id": "wf-again", "tool": CREATE_HOLD.name, "arguments": {
+        "attendees": ["gus@example.com"], "start": "2030-10-14T10:00:00Z",
+        "duration_minutes": 30}}).encode()  # fmt: skip
+    first = await agent.post("/v1/tool-calls", raw=raw)
+    again = await agent.post("/v1/tool-calls", raw=raw)  # replayed before its body is read
+    assert (first.status, again.status, again.replayed) == (201, 201, True)
+    assert (await agent.post("/v1/tool-calls", WINDOW)).status == 200  # the third token
+    refused = await agent.post("/v1/tool-calls", raw=raw)  # the burst is spent: no replay
+    assert (refused.status, refused.json["code"]) == (429, "rate_limited")
+    assert refused.headers["Retry-After"] == "1"  # one token short, not two: counted once
+    server.clock.advance(1)
+    assert (await agent.post("/v1/tool-calls", raw=raw)).replayed

@@ -14,6 +14,7 @@ Client keys arrive raw (``Idempotency-Key`` as sent) and are checked here.
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Collection, Hashable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -120,66 +121,47 @@ def require_role(principal: Principal, roles: Collection[Role]) -> None:
 
 # -- the tool-call envelope -----------------------------------------------------
 
-# (services, caller, envelope, canonical arguments, client key, the body's name
-# as sent: api/replays.py tool_body_sent_as, or None)
-_Runner = Callable[
-    [Services, Principal, Mapping[str, Any], dict[str, Any], str | None, Hashable | None],
-    Awaitable[Reply | dict[str, Any]],
-]
+
+@dataclass(frozen=True, slots=True)
+class _ToolRun:
+    """One tool call as its runner takes it."""
+
+    svc: Services
+    p: Principal
+    env: Mapping[str, Any]  # the envelope: tool, workflow_id, step
+    args: dict[str, Any]  # the tool's canonical arguments
+    key: str | None  # the client's Idempotency-Key
+    body: Hashable | None  # the body's name as sent (api/replays.py tool_body_sent_as)
 
 
-async def _run_create(
-    svc: Services,
-    p: Principal,
-    env: Mapping[str, Any],
-    args: dict[str, Any],
-    key: str | None,
-    body: Hashable | None,
-) -> Reply:
+_Runner = Callable[[_ToolRun], Awaitable[Reply | dict[str, Any]]]
+
+
+async def _run_create(run: _ToolRun) -> Reply:
     """A retry of a create call sent as it was (no client key) is replayed from
     what this process knows of it, as ``POST /v1/holds``'s (api/replays.py); a new
-    hold is remembered under ``body`` too, when the caller names its body."""
-    workflow_id, step = env["workflow_id"], env.get("step")
-    sent = None if key is not None else tool_call_sent_as(p, workflow_id, step, args)
+    hold is remembered under ``run.body`` too, when the caller names its body."""
+    svc, p, key = run.svc, run.p, run.key
+    workflow_id, step = run.env["workflow_id"], run.env.get("step")
+    sent = None if key is not None else tool_call_sent_as(p, workflow_id, step, run.args)
     if sent is not None and (known := await replay_known_create(svc, p, sent)):
         return known
     return await create_hold(
-        svc, p, args, workflow_id=workflow_id, step=step, client_key=key, sent=sent,
-        also_sent=body,
+        svc, p, run.args, workflow_id=workflow_id, step=step, client_key=key, sent=sent,
+        also_sent=run.body,
     )  # fmt: skip
 
 
-async def _run_commit(
-    svc: Services,
-    p: Principal,
-    env: Mapping[str, Any],
-    args: dict[str, Any],
-    key: str | None,
-    body: Hashable | None,
-) -> Reply:
-    return await commit(svc, p, args["hold_id"], args["token"], key)
+async def _run_commit(run: _ToolRun) -> Reply:
+    return await commit(run.svc, run.p, run.args["hold_id"], run.args["token"], run.key)
 
 
-async def _run_release(
-    svc: Services,
-    p: Principal,
-    env: Mapping[str, Any],
-    args: dict[str, Any],
-    key: str | None,
-    body: Hashable | None,
-) -> Reply:
-    return await release(svc, p, args["hold_id"], key)
+async def _run_release(run: _ToolRun) -> Reply:
+    return await release(run.svc, run.p, run.args["hold_id"], run.key)
 
 
-async def _run_slots(
-    svc: Services,
-    p: Principal,
-    env: Mapping[str, Any],
-    args: dict[str, Any],
-    key: str | None,
-    body: Hashable | None,
-) -> dict[str, Any]:
-    return await find_slots(svc, p, args["attendees"], args)  # reads: no key
+async def _run_slots(run: _ToolRun) -> dict[str, Any]:
+    return await find_slots(run.svc, run.p, run.args["attendees"], run.args)  # reads: no key
 
 
 # How each tool of the registry runs; tests/test_tool_registry.py checks it
@@ -215,8 +197,8 @@ async def call_tool(
             extra={"field": "workflow_id"},
         )
     given = tool.arguments.validate(envelope["arguments"], ignore=svc.policy.thought_fields)
-    canonical = tool.canonical(given)
-    return await RUNNERS[tool.name](svc, principal, envelope, canonical, client_key, body)
+    run = _ToolRun(svc, principal, envelope, tool.canonical(given), client_key, body)
+    return await RUNNERS[tool.name](run)
 
 
 # -- workflows, the directory, the audit chain ----------------------------------------

@@ -54,18 +54,15 @@ class RateLimiter:
         """Count a request of ``principal``'s agent costing ``n`` (a batch's calls)."""
         wait = self._wait((principal.tenant, principal.agent_id), n)
         if wait is not None:  # the words made only for a refusal: every call passes here
-            raise RateLimited(
-                f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s;"
-                f" retry in {wait} s",
-                retry_after=wait,
-            )
+            refusal = f"agent {principal.agent_id!r} is over its rate of {self._rate:g} requests/s"
+            raise _refused(refusal, wait)
 
     def take(self, slot: Hashable, refusal: str, n: int = 1) -> None:
         """Take ``n`` tokens from ``slot``'s bucket in one step, or none and refuse
         with ``refusal``: Retry-After is then the wait for all ``n``."""
         wait = self._wait(slot, n)
         if wait is not None:
-            raise RateLimited(f"{refusal}; retry in {wait} s", retry_after=wait)
+            raise _refused(refusal, wait)
 
     def _wait(self, slot: Hashable, n: int) -> int | None:
         """Take ``n`` tokens from ``slot``'s bucket, or none and answer the seconds to
@@ -94,3 +91,8 @@ class RateLimiter:
         ]  # fmt: skip
         for slot in full:
             del self._buckets[slot]
+
+
+def _refused(refusal: str, wait: int) -> RateLimited:
+    """The 429 of a bucket short of tokens for ``wait`` seconds."""
+    return RateLimited(f"{refusal}; retry in {wait} s", retry_after=wait)

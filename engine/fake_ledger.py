@@ -69,6 +69,9 @@ class FakeLedger:
             record=state.ledger.get((tenant, key)),
             live=min(live, key=lambda h: h.id, default=None),  # the oldest
             calendars_bound=any((tenant, a) in state.bindings for a in attendees),
+            subscribed=any(
+                s.tenant == tenant and s.status == "active" for s in state.webhooks.values()
+            ),
         )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:

@@ -151,6 +151,10 @@ class ClaimLookup:
     record: LedgerRecord | None  # under the call's key
     live: Hold | None  # the live hold of the call's intent
     calendars_bound: bool  # False: no attendee has a calendar to read
+    # False: the tenant has no active webhook subscription. With no calendar
+    # bound either, nothing can want the create's event: it is written
+    # delivered, and the relay has nothing to do for it.
+    subscribed: bool = True
 
 
 class Ledger(Protocol):
@@ -173,8 +177,9 @@ class Ledger(Protocol):
     ) -> ClaimLookup:
         """What a create reads before it decides, in one read: the record under
         ``key``, the intent's live hold (the oldest held and unexpired, or
-        committed, hold of this workflow with this intent), and whether any of
-        ``attendees`` has a calendar bound."""
+        committed, hold of this workflow with this intent), whether any of
+        ``attendees`` has a calendar bound, and whether the tenant has an active
+        webhook subscription."""
         ...
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:

@@ -122,8 +122,9 @@ def _replay_state(aggregate: Any | None) -> Select[Any]:
 
 # What a create reads before it decides, in one statement: the record under its
 # key and the live hold of its intent, each an outer join on a row of one
-# (either, both or neither found), their columns told apart by a prefix, and
-# whether any attendee has a calendar bound (most have none: no read of them).
+# (either, both or neither found), their columns told apart by a prefix,
+# whether any attendee has a calendar bound (most have none: no read of them)
+# and whether the tenant has an active webhook subscription.
 _ONE = select(literal_column("1").label("one")).subquery("one")
 _held = t.holds.alias("held")
 _b = t.calendar_bindings.c
@@ -132,11 +133,18 @@ _BOUND = exists().where(
 )  # the bindings' primary key (tenant, attendee)
 
 
+_w = t.webhooks.c
+_SUBSCRIBED = exists().where(
+    _w.status == "active", _w.tenant == bindparam("tenant")
+)  # the index (status, tenant)
+
+
 def _claim_lookup(bound: Any) -> Select[Any]:
     return select(
         *(c.label(f"l_{c.name}") for c in t.ledger.c),
         *(c.label(f"h_{c.name}") for c in _held.c),
         bound.label("bound"),
+        _SUBSCRIBED.label("subscribed"),
     ).select_from(
         _ONE.outerjoin(t.ledger, and_(_l.tenant == bindparam("tenant"), _l.key == bindparam("key")))
         .outerjoin(_held, and_(_held.c.tenant == bindparam("tenant"), _held.c.id == LIVE_INTENT_ID))
@@ -238,6 +246,7 @@ class SqlLedger:
             record=None if row["l_key"] is None else record_from_row(_Prefixed(row, "l_")),
             live=None if row["h_id"] is None else hold_from_row(_Prefixed(row, "h_")),
             calendars_bound=bool(row["bound"]),
+            subscribed=bool(row["subscribed"]),
         )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:

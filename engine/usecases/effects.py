@@ -53,17 +53,24 @@ def emit(
     extra: dict[str, object] | None = None,
     *,
     document: dict[str, object] | None = None,
+    unwatched: bool = False,
 ) -> None:
     """Queue ``event_type`` for delivery, in the same transaction as the change.
 
     ``hold`` is the hold after the change: its ``event_seq`` is this event's
     place in the hold's sequence. ``document``: its ``hold_document`` at
-    ``now``, when the caller has built it already.
+    ``now``, when the caller has built it already. ``unwatched``: read in this
+    transaction, under a lock a new subscription or binding of the tenant
+    waits for, the tenant has no active subscription and no attendee of the
+    hold a calendar: the event is written as the relay would leave it, fanned
+    out to nobody and delivered (engine/usecases/relay.py ``_fan_out``), so
+    the relay never reads it.
     """
     doc = hold_document(hold, now) if document is None else document
     payload = {"hold": doc, **(extra or {})}
-    uow.outbox.add(
-        OutboxEvent(
-            ids.new_id("evt"), hold.tenant, event_type, now, payload, hold.id, seq=hold.event_seq
-        )
-    )
+    event = OutboxEvent(
+        ids.new_id("evt"), hold.tenant, event_type, now, payload, hold.id, seq=hold.event_seq,
+        state="delivered" if unwatched else "pending", fanned=unwatched,
+        settled_at=now if unwatched else None,
+    )  # fmt: skip
+    uow.outbox.add(event)

@@ -223,9 +223,9 @@ def _place(
     hold_id = ids.new_id("hold")
     if isinstance(decision, conflicts.PreemptLosers):
         _preempt(uow, principal, decision.losers, hold_id, now, ids, policy.audit_key)
-        reply = _create(uow, req, prep, hold_id, policy, now, ids, view)
+        reply = _create(uow, req, prep, hold_id, policy, now, ids, view, found)
         return replace(reply, preempted=len(decision.losers))
-    return _create(uow, req, prep, hold_id, policy, now, ids, view)
+    return _create(uow, req, prep, hold_id, policy, now, ids, view, found)
 
 
 def _create(
@@ -237,6 +237,7 @@ def _create(
     now: datetime,
     ids: IdGenerator,
     view: ExternalView,
+    found: ClaimLookup,
 ) -> Reply:
     principal = req.principal
     seq = audit(uow, principal.tenant, principal.agent_id, now, "hold.create", prep.key,
@@ -258,7 +259,10 @@ def _create(
             tool=TOOL, agent_id=principal.agent_id, completed_at=now,
         )
     )  # fmt: skip
-    emit(uow, ids, hold, "hold.created", now, document=doc)
+    # Read after the attendees' locks, which share the tenant's lock that a new
+    # subscription or binding takes whole: neither can appear before the commit.
+    unwatched = not (found.subscribed or found.calendars_bound)
+    emit(uow, ids, hold, "hold.created", now, document=doc, unwatched=unwatched)
     uow.commit()
     return Reply(
         created=True, body=body, key=public_key(prep.key), replayed=False, hold_id=hold.id,

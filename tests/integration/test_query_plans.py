@@ -149,6 +149,7 @@ def test_a_hot_statement_seeks_its_index(migrated: Path, name: str) -> None:
         "ix_holds_tenant_workflow_intent_id",  # the intent's live hold: its id
         "ix_holds_tenant_id",  # ... then its row
         "sqlite_autoindex_calendar_bindings_1",  # whether an attendee has a calendar
+        "ix_webhooks_status_tenant",  # whether the tenant has an active subscription
     ],
 )
 def test_a_claims_lookup_seeks_an_index_for_each_part(migrated: Path, index: str) -> None:

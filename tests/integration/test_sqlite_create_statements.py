@@ -30,8 +30,9 @@ from slotward.engine.usecases.placing import HoldRequest, place_hold
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 
-# The directory; the ledger record, the live intent and whether an attendee has
-# a calendar (none has: their bindings are not read), in one statement;
+# The directory; the ledger record, the live intent, whether an attendee has
+# a calendar (none has: their bindings are not read) and whether the tenant
+# has an active subscription, in one statement;
 # the overlap; the new attendee and its email; the audit entry (its head read
 # by the group's first create, its row moved once, before the group's COMMIT);
 # the hold and its attendee; the record; the event. No savepoint: a group runs

@@ -8,8 +8,8 @@ Two servers driven by the same load generator at the same concurrency:
   and nothing else (benchmarks/reference.py), on a fresh database of the same
   kind: what the store can do.
 
-``throughput`` measures the reference again, in its own run, to hold slotward
-against it.
+``throughput`` measures the reference again, in turns with slotward's
+creates (benchmarks/interleave.py), to hold slotward against it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,14 @@ from typing import Any
 
 from slotward.api.config import Config
 from slotward.benchmarks.loadgen import drive
-from slotward.benchmarks.plans import Call, fresh_creates, future_start, one_per_task, phase
+from slotward.benchmarks.plans import (
+    Call,
+    Phase,
+    fresh_creates,
+    future_start,
+    one_per_task,
+    phase,
+)
 from slotward.benchmarks.results import Outcome, Result, Settings, ratio
 from slotward.benchmarks.servers import (
     Databases,
@@ -35,6 +42,8 @@ __all__ = [
     "check_warmup",
     "measure_reference",
     "plan",
+    "reference_calls",
+    "reference_warmup",
     "settle_seconds",
     "warm_count",
 ]
@@ -82,6 +91,25 @@ def settle_seconds(env: Mapping[str, str] | None = None) -> float:
     return min(later, _SETTLE_MAX)
 
 
+def reference_calls(creates: Sequence[Call], tenants: int = 1) -> list[Call]:
+    """``creates`` as the reference takes them: without keys, and with several
+    tenants the tenant of a call's key (agent ``k`` is in tenant ``k mod
+    tenants``) in its ``X-Tenant`` header."""
+    calls = [{k: v for k, v in c.items() if k not in ("key", "id")} for c in creates]
+    if tenants > 1:
+        for call, create in zip(calls, creates, strict=True):
+            call["headers"] = {"X-Tenant": f"bench-{int(create['key']) % tenants}"}
+    return calls
+
+
+def reference_warmup(settings: Settings, base: str) -> Phase:
+    """The reference's warm-up: creates of its own, at least one per connection."""
+    count = max(warm_count(settings), settings.concurrency)
+    warm = fresh_creates(count, future_start(), 0, "warm")
+    return phase("reference warm", base, one_per_task(warm), concurrency=settings.concurrency,
+                 seconds=120)  # fmt: skip
+
+
 def measure_reference(
     settings: Settings,
     databases: Databases,
@@ -89,21 +117,13 @@ def measure_reference(
     outcome: Outcome,
     tenants: int = 1,
 ) -> Result:
-    """The reference server on a fresh database, sent ``creates`` (without keys).
-
-    With several tenants, the tenant of a call's key (agent ``k`` is in tenant
-    ``k mod tenants``) goes in the reference's ``X-Tenant`` header.
-    """
-    calls = [{k: v for k, v in c.items() if k not in ("key", "id")} for c in creates]
-    if tenants > 1:
-        for call, create in zip(calls, creates, strict=True):
-            call["headers"] = {"X-Tenant": f"bench-{int(create['key']) % tenants}"}
-    warm = fresh_creates(max(warm_count(settings), settings.concurrency), future_start(), 0, "warm")
+    """The reference server on a fresh database, sent ``creates`` (:func:`reference_calls`)."""
+    calls = reference_calls(creates, tenants)
     url = databases.fresh("reference")
     c = settings.concurrency
     with reference_server(url, settings.workers, databases.workdir) as base:
         answer = drive(plan(settings, [
-            phase("warm", base, one_per_task(warm), concurrency=c, seconds=120),
+            reference_warmup(settings, base),
             phase("reference", base, one_per_task(calls), concurrency=c, seconds=settings.seconds),
         ]))  # fmt: skip
     warmed, measured = answer["phases"]

@@ -35,8 +35,10 @@ problem codes of 4xx and 5xx answers), ``cpu_seconds`` (the load generator's),
 ``server_cpu_seconds`` (when the phase names its server's ``server_pid``: the
 CPU that process and its descendants spent over the phase, else None; with
 ``settle_seconds``, until that long after the last answer: what the server
-does after answering, because of the calls, is theirs),
-``stopped_early``, and with ``record`` every call in full
+does after answering, because of the calls, is theirs), the server's own
+count at the phase's start and end (``server_cpu_start``, ``server_cpu_end``:
+phases run in turns with another server's are counted over their whole
+span, benchmarks/interleave.py), ``stopped_early``, and with ``record`` every call in full
 (request, status, raw body in base64, headers, epoch times, intent) for the
 history checker.
 """
@@ -143,11 +145,13 @@ class _Runner:
         settle = _settle(spec)
         server = None if spec.get("server_pid") is None else int(spec["server_pid"])
         server_cpu = None if server is None else tree_cpu_seconds(server)
+        cpu_start = server_cpu
         cpu, started = time.process_time(), time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(max(1, workers))))
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
         if server is not None and server_cpu is not None:
             server_cpu = await _caused(server, server_cpu, settle)
+        cpu_end = None if cpu_start is None or server_cpu is None else cpu_start + server_cpu
         return {
             "name": spec.get("name", ""),
             "requests": len(state.latencies),
@@ -161,6 +165,8 @@ class _Runner:
             "codes": dict(sorted(state.codes.items())),
             "cpu_seconds": cpu,
             "server_cpu_seconds": server_cpu,
+            "server_cpu_start": cpu_start,
+            "server_cpu_end": cpu_end,
             "stopped_early": stopped or next(tasks, None) is not None,
             "records": state.records,
         }

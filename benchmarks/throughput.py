@@ -3,8 +3,11 @@
 throughput: N creates on N distinct attendees (no conflicts) at C concurrent
 agents (one API key each), then the N commits of those holds, then their N
 releases, each measured as a scenario of its own (``creates``, ``commits``,
-``releases``); then the reference server (``reference``) is sent the same N
-creates at the same concurrency on a fresh database. The ratios of slotward's
+``releases``); the reference server (``reference``) is sent the same N
+creates at the same concurrency on a fresh database, in turns with
+slotward's creates: both cut into up to four slices, run A B B A A B B A
+(benchmarks/interleave.py), so that the machine's drift over the run falls on
+both sides of their ratios. The ratios of slotward's
 creates to the reference are the targets (issue 16): on SQLite at least 50% of
 its rate, a p99 at most 3x its p99, and a server CPU per create at most 2x
 the reference's (both measured in this run); on PostgreSQL at 2 workers at
@@ -31,13 +34,20 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from slotward.benchmarks.baseline import check_warmup, measure_reference, plan, warm_count
+from slotward.benchmarks.baseline import (
+    check_warmup,
+    plan,
+    reference_calls,
+    reference_warmup,
+    warm_count,
+)
+from slotward.benchmarks.interleave import in_turns, merged, slices_for, split
 from slotward.benchmarks.loadgen import drive
 from slotward.benchmarks.plans import Phase, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.recording import calls_of, check_history
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, cpu_ratio, ratio
-from slotward.benchmarks.servers import make_keys, slotward_server, workspace
+from slotward.benchmarks.servers import make_keys, reference_server, slotward_server, workspace
 from slotward.engine.model import Principal
 
 __all__ = ["creates_against_reference", "replay", "replays_against_fresh", "throughput"]
@@ -62,11 +72,8 @@ def _run(
     """Warm up a slotward server on ``url``, run ``measured`` (every call recorded),
     check the history; the measured phases' answers."""
     keys = make_keys(url, principals)
-    c = settings.concurrency
-    rounds = 1 if settings.workers == 1 else 2 * settings.workers
     with slotward_server(url, settings.workers, workdir) as base:
-        warm = warmup(base, len(keys), c, future_start(), creates=warm_count(settings),
-                      rounds=rounds, record=True)  # fmt: skip
+        warm = _warmup(settings, base, len(keys))
         phases = [{**p, "base": base, "record": True} for p in measured]
         answer = drive(plan(settings, [*warm, *phases], keys))
     answered: list[Mapping[str, Any]] = answer["phases"]
@@ -83,21 +90,56 @@ def throughput(settings: Settings, *, tenants: int = 1) -> Outcome:
     creates = fresh_creates(n, future_start(), c)
     commits = [{"op": "commit", "of": x["id"], "key": x["key"]} for x in creates]
     releases = [{"op": "release", "of": x["id"], "key": x["key"]} for x in creates]
-    measured = [
-        phase("creates", "", one_per_task(creates), concurrency=c, seconds=s, expect=(201,)),
-        phase("commits", "", one_per_task(commits), concurrency=c, seconds=s, expect=(200,)),
-        phase("releases", "", one_per_task(releases), concurrency=c, seconds=s, expect=(200,)),
-    ]
+    principals = _agents(settings, tenants)
     with workspace(settings.db) as databases:
-        url = databases.fresh("throughput")
-        done = _run(settings, url, _agents(settings, tenants), databases.workdir, measured, outcome)
+        url, ref_url = databases.fresh("throughput"), databases.fresh("reference")
+        keys = make_keys(url, principals)
+        workdir, w = databases.workdir, settings.workers
+        with slotward_server(url, w, workdir) as base, reference_server(ref_url, w, workdir) as ref:
+            warm = [*_warmup(settings, base, len(keys)), reference_warmup(settings, ref)]
+            # slotward's creates and the reference's in turns: their ratios are the targets
+            turns = in_turns(
+                phase("creates", base, one_per_task(creates), concurrency=c, seconds=s,
+                      expect=(201,), record=True),
+                phase("reference", ref, one_per_task(reference_calls(creates, tenants)),
+                      concurrency=c, seconds=s),
+                slices_for(n),
+            )  # fmt: skip
+            after = [
+                phase("commits", base, one_per_task(commits), concurrency=c, seconds=s,
+                      expect=(200,), record=True),
+                phase("releases", base, one_per_task(releases), concurrency=c, seconds=s,
+                      expect=(200,), record=True),
+            ]  # fmt: skip
+            answered = drive(plan(settings, [*warm, *turns, *after], keys))["phases"]
+        warmed = answered[: len(warm)]
+        sides = split(answered[len(warm) : len(warm) + len(turns)])
+        done = [merged("creates", sides["creates"]), *answered[len(warm) + len(turns) :]]
+        check_warmup(outcome, warmed)
+        warm_creates = warmed[-2]  # slotward's, before the reference's warm-up
+        calls = [call for p in (warm_creates, *done) for call in calls_of(p["records"], principals)]
+        check_history(outcome, url, calls)
         mine = [outcome.add(Result.of(p["name"], p, settings, c), p) for p in done]
-        reference = measure_reference(settings, databases, creates, outcome, tenants)
+        measured = merged("reference", sides["reference"])
+        reference = outcome.add(Result.of("reference", measured, settings, c), measured)
+        for result in (mine[0], reference):
+            result.extra["slices"] = len(sides["creates"])
+        turned = len(sides["creates"])
+        outcome.notes.append(f"creates and reference ran in turns, {turned} slices each "
+                             "(A B B A ...): their ratios see the same machine")  # fmt: skip
     for name, p in zip(("commits", "releases"), done[1:], strict=True):
         if p["skipped"]:
             outcome.problems.append(f"{name}: {p['skipped']} skipped, their create failed")
     outcome.targets += creates_against_reference(settings, mine[0], reference, tenants)
     return outcome
+
+
+def _warmup(settings: Settings, base: str, keys: int) -> list[Phase]:
+    """slotward's warm-up (recorded: its creates are in the history)."""
+    rounds = 1 if settings.workers == 1 else 2 * settings.workers
+    c = settings.concurrency
+    return warmup(base, keys, c, future_start(), creates=warm_count(settings), rounds=rounds,
+                  record=True)  # fmt: skip
 
 
 def creates_against_reference(

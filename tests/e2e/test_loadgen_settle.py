@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from slotward.benchmarks.baseline import plan, settle_seconds
+from slotward.benchmarks.interleave import in_turns, merged, split
 from slotward.benchmarks.loadgen import PlanError, drive, run_plan
 from slotward.benchmarks.results import Settings
 from slotward.benchmarks.servers import echo_server, free_port
@@ -111,3 +112,31 @@ def test_the_bench_settles_for_a_sweep_and_a_relay_turn(tmp_path: Path) -> None:
     assert ours["settle_seconds"] == settle_seconds()
     other = plan(settings, [{"name": "p", "base": "http://127.0.0.1:1", "tasks": []}])
     assert "settle_seconds" not in other["phases"][0]  # not a server of ours: nothing to wait for
+
+
+def test_phases_in_turns_count_each_servers_deferred_work_over_its_span(
+    deferring: tuple[str, int], tmp_path: Path
+) -> None:
+    # The deferring server's first slice waits for nothing: its calls' work
+    # lands a second later, while the echo server's last slice settles, and
+    # still counts as its own (read per slice, it would be left out).
+    base, pid = deferring
+    settings = Settings(requests=1, concurrency=1)
+    with echo_server(1, tmp_path) as echo:
+        echoes = [[[{"op": "post", "path": "/echo", "body": {}}]] for _ in range(4)]
+        other = {"name": "echo", "base": echo, "tasks": echoes, "concurrency": 1,
+                 "max_seconds": 30, "expect": [200]}  # fmt: skip
+        calls = [[[{"op": "post", "path": "/call", "body": {}}]] for _ in range(2 * CALLS)]
+        mine = {"name": "deferred", "base": base, "tasks": calls, "concurrency": 1,
+                "max_seconds": 30, "expect": [201], "server_pid": pid}  # fmt: skip
+        turns = in_turns(mine, other, 2)
+        assert [t["name"] for t in turns] == ["deferred#0", "echo#0", "echo#1", "deferred#1"]
+        turns[-1]["settle_seconds"] = LATER + 3  # room for a loaded machine, as above
+        answer = drive(plan(settings, turns))  # the plan names the echo server's pid
+    sides = split(answer["phases"])
+    deferred, echoed = merged("deferred", sides["deferred"]), merged("echo", sides["echo"])
+    assert (deferred["requests"], deferred["errors"]) == (2 * CALLS, 0), deferred
+    assert (echoed["requests"], echoed["errors"]) == (4, 0), echoed
+    # Every call's deferred CPU (clock ticks may round each down), none of it the echo's.
+    assert deferred["server_cpu_seconds"] >= 2 * CALLS * SPENT - 0.1, deferred
+    assert echoed["server_cpu_seconds"] < CALLS * SPENT, echoed

@@ -28,21 +28,25 @@ from slotward.engine.rules.timenorm import normalize_interval
 from slotward.engine.usecases.placing import HoldRequest, place_hold
 from tests.conftest import TEMPLATE
 from tests.contract.calendar_values import binding
+from tests.contract.values import subscription
 from tests.pgserver import PgServer
 
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 _NAMES = itertools.count(1)
 CREATES = 600  # enough rows in one tenant for a tenant-wide index to be the wrong choice
 EXECUTIONS = 8  # past the five custom plans after which PostgreSQL may go generic
-HOT = ("ledger", "holds", "hold_attendees", "attendee_emails", "attendees", "calendar_bindings")
+HOT = ("ledger", "holds", "hold_attendees", "attendee_emails", "attendees", "calendar_bindings",
+       "webhooks")  # fmt: skip
 
 # The lookups of a create by a fragment of their SQL, and the index each must use.
 OVERLAP = {"FROM hold_attendees WHERE": "ix_hold_attendees_overlap"}
 INTENT = {"holds.intent_fp =": "ix_holds_tenant_workflow_intent_id"}
 BOUND = 2000  # attendees of the tenant with a calendar (none of the claims): pages of them
+SUBSCRIBED = 2000  # other tenants with an active subscription (the tenant has none): pages
 KEYED = {  # the key's record, the directory: a primary key against tenant-wide indexes
     "LEFT OUTER JOIN ledger ON": "ledger_pkey",  # read with the intent's live hold
     "FROM calendar_bindings WHERE": "calendar_bindings_pkey",  # in the same statement
+    "FROM webhooks WHERE": "ix_webhooks_status_tenant",  # ... and whether the tenant subscribed
     "FROM attendee_emails WHERE": "attendee_emails_pkey",
 }
 
@@ -104,6 +108,14 @@ def _bind_others(uow: UnitOfWork) -> None:
     uow.commit()
 
 
+def _subscribe_others(uow: UnitOfWork) -> None:
+    """Subscriptions of ``SUBSCRIBED`` other tenants: a claim's check that its own
+    has none must find that by the index of active subscriptions by tenant."""
+    for i in range(SUBSCRIBED):
+        uow.webhooks.add(subscription(f"whk_other_{i}", tenant=f"other-{i}"))
+    uow.commit()
+
+
 async def _create(store: PostgresStore, i: int) -> None:
     req, clock, ids = _request(i), FixedClock(NOW), TimeOrderedIds()
     await store.write(lambda uow: place_hold(uow, req, Policy(), clock, ids))
@@ -133,6 +145,7 @@ async def _young_database(db_url: str, *, analysed: bool = False) -> tuple[str, 
             for i in range(CREATES):
                 await _create(store, i)
             await store.write(_bind_others)
+            await store.write(_subscribe_others)
             sent = await _lookups_of_one_create(store, CREATES)
         finally:
             await store.close()

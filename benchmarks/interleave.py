@@ -89,7 +89,7 @@ def merged(name: str, slices: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     starts = [s.get("server_cpu_start") for s in slices]
     ends = [s.get("server_cpu_end") for s in slices]
     first, last = starts[0], ends[-1]
-    spanned = None
+    spanned = None  # first and last are tested apart for the type checker's sake
     if first is not None and last is not None and None not in starts and None not in ends:
         spanned = float(last) - float(first)
     return {

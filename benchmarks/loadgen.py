@@ -144,14 +144,12 @@ class _Runner:
 
         settle = _settle(spec)
         server = None if spec.get("server_pid") is None else int(spec["server_pid"])
-        server_cpu = None if server is None else tree_cpu_seconds(server)
-        cpu_start = server_cpu
+        cpu_start = None if server is None else tree_cpu_seconds(server)
         cpu, started = time.process_time(), time.perf_counter()
         await asyncio.gather(*(worker() for _ in range(max(1, workers))))
         seconds, cpu = time.perf_counter() - started, time.process_time() - cpu
-        if server is not None and server_cpu is not None:
-            server_cpu = await _caused(server, server_cpu, settle)
-        cpu_end = None if cpu_start is None or server_cpu is None else cpu_start + server_cpu
+        cpu_end = None if server is None else await _settled(server, settle)
+        server_cpu = None if cpu_start is None or cpu_end is None else cpu_end - cpu_start
         return {
             "name": spec.get("name", ""),
             "requests": len(state.latencies),
@@ -281,8 +279,8 @@ def _settle(spec: Mapping[str, Any]) -> float:
     return settle
 
 
-async def _caused(server: int, before: float, settle: float) -> float:
-    """The server's CPU from ``before`` until ``settle`` seconds after the last answer.
+async def _settled(server: int, settle: float) -> float:
+    """The server's CPU count ``settle`` seconds after the phase's last answer.
 
     A server may carry part of a call's work out after answering it (slotward:
     the relay's turn, the storm watch's hand-over of replay counts); counted
@@ -293,7 +291,7 @@ async def _caused(server: int, before: float, settle: float) -> float:
     """
     if settle > 0:
         await asyncio.sleep(settle)
-    return tree_cpu_seconds(server) - before
+    return tree_cpu_seconds(server)
 
 
 def drive(plan: Mapping[str, Any]) -> dict[str, Any]:

@@ -29,6 +29,7 @@ failed, makes the run exit non-zero.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -43,7 +44,7 @@ from slotward.benchmarks.baseline import (
 )
 from slotward.benchmarks.interleave import in_turns, merged, slices_for, split
 from slotward.benchmarks.loadgen import drive
-from slotward.benchmarks.plans import Phase, fresh_creates, future_start, one_per_task, phase
+from slotward.benchmarks.plans import Call, Phase, fresh_creates, future_start, one_per_task, phase
 from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.recording import calls_of, check_history
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, cpu_ratio, ratio
@@ -68,20 +69,47 @@ def _run(
     workdir: Path,
     measured: Sequence[Phase],
     outcome: Outcome,
-) -> list[Mapping[str, Any]]:
+    reference: tuple[str, Sequence[Call]] | None = None,
+) -> tuple[list[Mapping[str, Any]], Mapping[str, Any] | None]:
     """Warm up a slotward server on ``url``, run ``measured`` (every call recorded),
-    check the history; the measured phases' answers."""
+    check the history; the measured phases' answers.
+
+    With ``reference`` (its database's URL and its calls), the reference server
+    runs beside it and the first measured phase takes turns with its calls
+    (benchmarks/interleave.py): that phase's answer is its slices merged, and
+    the reference's merged answer comes second.
+    """
     keys = make_keys(url, principals)
-    with slotward_server(url, settings.workers, workdir) as base:
-        warm = _warmup(settings, base, len(keys))
+    c, s = settings.concurrency, settings.seconds
+    with contextlib.ExitStack() as servers:
+        base = servers.enter_context(slotward_server(url, settings.workers, workdir))
+        rounds = 1 if settings.workers == 1 else 2 * settings.workers
+        warm = warmup(base, len(keys), c, future_start(), creates=warm_count(settings),
+                      rounds=rounds, record=True)  # fmt: skip
         phases = [{**p, "base": base, "record": True} for p in measured]
-        answer = drive(plan(settings, [*warm, *phases], keys))
+        beside: list[Phase] = []  # the reference's warm-up
+        turns = 0  # the slices of the first phase and the reference's
+        if reference is not None:
+            ref_url, sent = reference
+            ref = servers.enter_context(reference_server(ref_url, settings.workers, workdir))
+            beside = [reference_warmup(settings, ref)]
+            theirs = phase("reference", ref, one_per_task(sent), concurrency=c, seconds=s)
+            sliced = in_turns(phases[0], theirs, slices_for(len(sent)))
+            phases, turns = [*sliced, *phases[1:]], len(sliced)
+        answer = drive(plan(settings, [*warm, *beside, *phases], keys))
     answered: list[Mapping[str, Any]] = answer["phases"]
-    warmed, done = answered[: len(warm)], answered[len(warm) :]
+    warmed, done = answered[: len(warm) + len(beside)], answered[len(warm) + len(beside) :]
     check_warmup(outcome, warmed)
-    calls = [call for p in (warmed[-1], *done) for call in calls_of(p["records"], principals)]
+    theirs_done = None
+    if turns:
+        sides = split(done[:turns])
+        first = str(measured[0]["name"])
+        done = [merged(first, sides[first]), *done[turns:]]
+        theirs_done = merged("reference", sides["reference"])
+    mine = (warmed[len(warm) - 1], *done)  # slotward's warm creates, then its phases
+    calls = [call for p in mine for call in calls_of(p["records"], principals)]
     check_history(outcome, url, calls)
-    return done
+    return done, theirs_done
 
 
 def throughput(settings: Settings, *, tenants: int = 1) -> Outcome:
@@ -90,56 +118,30 @@ def throughput(settings: Settings, *, tenants: int = 1) -> Outcome:
     creates = fresh_creates(n, future_start(), c)
     commits = [{"op": "commit", "of": x["id"], "key": x["key"]} for x in creates]
     releases = [{"op": "release", "of": x["id"], "key": x["key"]} for x in creates]
-    principals = _agents(settings, tenants)
+    measured = [
+        phase("creates", "", one_per_task(creates), concurrency=c, seconds=s, expect=(201,)),
+        phase("commits", "", one_per_task(commits), concurrency=c, seconds=s, expect=(200,)),
+        phase("releases", "", one_per_task(releases), concurrency=c, seconds=s, expect=(200,)),
+    ]
     with workspace(settings.db) as databases:
-        url, ref_url = databases.fresh("throughput"), databases.fresh("reference")
-        keys = make_keys(url, principals)
-        workdir, w = databases.workdir, settings.workers
-        with slotward_server(url, w, workdir) as base, reference_server(ref_url, w, workdir) as ref:
-            warm = [*_warmup(settings, base, len(keys)), reference_warmup(settings, ref)]
-            # slotward's creates and the reference's in turns: their ratios are the targets
-            turns = in_turns(
-                phase("creates", base, one_per_task(creates), concurrency=c, seconds=s,
-                      expect=(201,), record=True),
-                phase("reference", ref, one_per_task(reference_calls(creates, tenants)),
-                      concurrency=c, seconds=s),
-                slices_for(n),
-            )  # fmt: skip
-            after = [
-                phase("commits", base, one_per_task(commits), concurrency=c, seconds=s,
-                      expect=(200,), record=True),
-                phase("releases", base, one_per_task(releases), concurrency=c, seconds=s,
-                      expect=(200,), record=True),
-            ]  # fmt: skip
-            answered = drive(plan(settings, [*warm, *turns, *after], keys))["phases"]
-        warmed = answered[: len(warm)]
-        sides = split(answered[len(warm) : len(warm) + len(turns)])
-        done = [merged("creates", sides["creates"]), *answered[len(warm) + len(turns) :]]
-        check_warmup(outcome, warmed)
-        warm_creates = warmed[-2]  # slotward's, before the reference's warm-up
-        calls = [call for p in (warm_creates, *done) for call in calls_of(p["records"], principals)]
-        check_history(outcome, url, calls)
+        url = databases.fresh("throughput")
+        # The reference's creates take turns with slotward's: their ratios are the targets.
+        theirs = (databases.fresh("reference"), reference_calls(creates, tenants))
+        done, measured_ref = _run(settings, url, _agents(settings, tenants), databases.workdir,
+                                  measured, outcome, theirs)  # fmt: skip
+        assert measured_ref is not None
         mine = [outcome.add(Result.of(p["name"], p, settings, c), p) for p in done]
-        measured = merged("reference", sides["reference"])
-        reference = outcome.add(Result.of("reference", measured, settings, c), measured)
-        for result in (mine[0], reference):
-            result.extra["slices"] = len(sides["creates"])
-        turned = len(sides["creates"])
-        outcome.notes.append(f"creates and reference ran in turns, {turned} slices each "
-                             "(A B B A ...): their ratios see the same machine")  # fmt: skip
+        reference = outcome.add(Result.of("reference", measured_ref, settings, c), measured_ref)
+    turned = int(measured_ref["slices"])
+    for result in (mine[0], reference):
+        result.extra["slices"] = turned
+    outcome.notes.append(f"creates and reference ran in turns, {turned} slices each "
+                         "(A B B A ...): their ratios see the same machine")  # fmt: skip
     for name, p in zip(("commits", "releases"), done[1:], strict=True):
         if p["skipped"]:
             outcome.problems.append(f"{name}: {p['skipped']} skipped, their create failed")
     outcome.targets += creates_against_reference(settings, mine[0], reference, tenants)
     return outcome
-
-
-def _warmup(settings: Settings, base: str, keys: int) -> list[Phase]:
-    """slotward's warm-up (recorded: its creates are in the history)."""
-    rounds = 1 if settings.workers == 1 else 2 * settings.workers
-    c = settings.concurrency
-    return warmup(base, keys, c, future_start(), creates=warm_count(settings), rounds=rounds,
-                  record=True)  # fmt: skip
 
 
 def creates_against_reference(
@@ -194,7 +196,7 @@ def replay(settings: Settings) -> Outcome:
     ]
     with workspace(settings.db) as databases:
         url = databases.fresh("replay")
-        done = _run(settings, url, _agents(settings), databases.workdir, measured, outcome)
+        done, _ = _run(settings, url, _agents(settings), databases.workdir, measured, outcome)
     fresh, again = (outcome.add(Result.of(p["name"], p, settings, c), p) for p in done)
     if done[0]["replayed"] or done[1]["replayed"] != done[1]["requests"]:
         outcome.problems.append(f"{done[0]['replayed']} fresh creates were answered as "

@@ -87,6 +87,9 @@ def test_a_settled_phase_counts_the_work_its_calls_left_behind(
     assert (measured["requests"], measured["errors"]) == (CALLS, 0), measured
     # Every call's deferred CPU, in clock ticks (10 ms) that may round each down.
     assert measured["server_cpu_seconds"] >= CALLS * SPENT - 0.05, measured["server_cpu_seconds"]
+    # The readings a span is made of (benchmarks/interleave.py) are the same count's.
+    spanned = measured["server_cpu_end"] - measured["server_cpu_start"]
+    assert spanned == pytest.approx(measured["server_cpu_seconds"]), measured
 
 
 async def test_a_settle_out_of_bounds_is_refused(deferring: tuple[str, int]) -> None:

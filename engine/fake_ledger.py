@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from slotward.engine.model import LedgerRecord
+from slotward.engine.model import HoldStatus, LedgerRecord
 from slotward.engine.ports import ClaimLookup, ReplayState
 
 if TYPE_CHECKING:  # fakes.py imports this module
@@ -23,6 +23,9 @@ def _fields(value: object, names: Collection[str]) -> dict[str, Any]:
 
 # The fields ``Ledger.save`` does not write back: every other one it does.
 _RECORD_FIXED = ("fingerprint", "created_at", "hold_id", "kind", "workflow_id", "tool")
+
+
+_ACTIVE = (HoldStatus.HELD, HoldStatus.COMMITTED)
 
 
 class FakeLedger:
@@ -58,8 +61,16 @@ class FakeLedger:
         intent_fp: str,
         attendees: Collection[str],
         now: datetime,
+        span: tuple[datetime, datetime] | None = None,
     ) -> ClaimLookup:
         state = self._state()
+        overlapping = None
+        if span is not None:  # active as the SQL stores keep it: by status, not expiry
+            overlapping = tuple(
+                h.id for (t, _), h in state.holds.items()
+                if t == tenant and h.status in _ACTIVE and h.start < span[1]
+                and h.end > span[0] and set(attendees) & set(h.attendees)
+            )  # fmt: skip
         live = [
             h for (t, _), h in state.holds.items()
             if t == tenant and h.workflow_id == workflow_id and h.intent_fp == intent_fp
@@ -72,6 +83,7 @@ class FakeLedger:
             subscribed=any(
                 s.tenant == tenant and s.status == "active" for s in state.webhooks.values()
             ),
+            overlapping=overlapping,
         )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:

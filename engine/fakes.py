@@ -82,14 +82,22 @@ class _Holds:
         return sorted((h for (t, _), h in self._state().holds.items() if t == tenant), key=_id)
 
     def blocking(
-        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+        self,
+        tenant: str,
+        attendees: Collection[str],
+        start: datetime,
+        end: datetime,
+        now: datetime,
+        *,
+        overlapping: Collection[str] | None = None,
     ) -> list[Hold]:
         wanted = set(attendees)
         found = [
             h
             for h in self._of(tenant)
             if h.blocks_at(now) and h.start < end and h.end > start and wanted & set(h.attendees)
-        ]
+            and (overlapping is None or h.id in overlapping)
+        ]  # fmt: skip
         return sorted(found, key=_start_id)
 
     def blocking_spans(

@@ -13,14 +13,26 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from sqlalchemy import and_, bindparam, exists, false, insert, or_, select, update
+from sqlalchemy import (
+    and_,
+    bindparam,
+    exists,
+    false,
+    func,
+    insert,
+    literal_column,
+    or_,
+    select,
+    update,
+)
+from sqlalchemy.sql.elements import ColumnElement
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.adapters.store.runner import Row, Runner
 from slotward.engine.model import Hold, HoldStatus
 
-__all__ = ["LIVE_INTENT_ID", "SqlHolds", "hold_from_row"]
+__all__ = ["LIVE_INTENT_ID", "OVERLAPPING_IDS", "SqlHolds", "hold_from_row", "lookback_us"]
 
 # The statuses' values read once: an enum member's ``.value`` is a property
 # call, three a row where every claim filters its attendees' holds.
@@ -61,6 +73,15 @@ _OVERLAPS = (
     _ha.active.is_(True),
 )
 _OVERLAPPING = select(_ha.hold_id).where(*_OVERLAPS).distinct()
+# The same ids joined by commas (an id has none; NULL for none), for the claim's
+# lookup that reads them beside the record (ledger_repo.py), after the same
+# locks: the blockers' read then costs no statement of its own.
+_OVERLAP = _OVERLAPPING.correlate(None).subquery("overlap")
+_COMMA: ColumnElement[str] = literal_column("','")
+OVERLAPPING_IDS = {  # by dialect: SQLite's aggregate, PostgreSQL's
+    name: select(join(_OVERLAP.c.hold_id, _COMMA)).scalar_subquery()
+    for name, join in (("sqlite", func.group_concat), ("postgresql", func.string_agg))
+}
 # The spans alone, in one statement: the index's own start and end, and only
 # the status and expiry of each hold, fetched by primary key (nothing but the
 # attendee index is constrained, so that is where the scan starts). A hold of
@@ -136,10 +157,21 @@ def hold_from_row(m: Row) -> Hold:
     )
 
 
+def lookback_us(max_hold: timedelta) -> int:
+    """How far before a span a hold overlapping it may start (_OVERLAPS' ``lookback``)."""
+    return max_hold // timedelta(microseconds=1)
+
+
+def overlap_params(start: datetime, end: datetime, lookback: int) -> dict[str, int]:
+    """The span's parameters of _OVERLAPS (beside ``tenant`` and ``attendees``)."""
+    s = to_us(start)
+    return {"start": s, "end": to_us(end), "lookback": s - lookback}
+
+
 class SqlHolds:
     def __init__(self, db: Runner, max_hold: timedelta) -> None:
         self._db = db
-        self._lookback = max_hold // timedelta(microseconds=1)
+        self._lookback = lookback_us(max_hold)
         # The active holds last found overlapping a span, by the span asked
         # for: a claim asks for its blockers and for the stale ones among them
         # (in either order), and the second question costs no round trip. Any
@@ -156,10 +188,17 @@ class SqlHolds:
         return None if row is None else hold_from_row(row)
 
     def blocking(
-        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime, now: datetime
+        self,
+        tenant: str,
+        attendees: Collection[str],
+        start: datetime,
+        end: datetime,
+        now: datetime,
+        *,
+        overlapping: Collection[str] | None = None,
     ) -> list[Hold]:
         now_us = to_us(now)
-        rows = self._overlapping(tenant, attendees, start, end)
+        rows = self._overlapping(tenant, attendees, start, end, overlapping)
         return [
             hold_from_row(r)
             for r in rows
@@ -187,15 +226,22 @@ class SqlHolds:
         ]
 
     def _overlapping(
-        self, tenant: str, attendees: Collection[str], start: datetime, end: datetime
+        self,
+        tenant: str,
+        attendees: Collection[str],
+        start: datetime,
+        end: datetime,
+        ids: Collection[str] | None = None,
     ) -> list[Row]:
-        """Active holds of ``attendees`` overlapping [start, end), by start and id."""
+        """Active holds of ``attendees`` overlapping [start, end), by start and id;
+        ``ids``: theirs, read already in this transaction (OVERLAPPING_IDS)."""
         s = to_us(start)
         key = (tenant, frozenset(attendees), s, to_us(end))
         if self._seen is not None and self._seen[0] == key:
             return self._seen[1]
-        ids = self._db.scalars(_OVERLAPPING, self._span_params(tenant, attendees, start, end))
-        rows = self._db.rows(_BY_IDS, {"ids": ids}) if ids else []
+        if ids is None:
+            ids = self._db.scalars(_OVERLAPPING, self._span_params(tenant, attendees, start, end))
+        rows = self._db.rows(_BY_IDS, {"ids": list(ids)}) if ids else []
         rows.sort(key=lambda r: (r["start_us"], r["id"]))
         self._seen = (key, rows)
         return rows
@@ -203,14 +249,8 @@ class SqlHolds:
     def _span_params(
         self, tenant: str, attendees: Collection[str], start: datetime, end: datetime
     ) -> dict[str, Any]:
-        s = to_us(start)
-        return {
-            "tenant": tenant,
-            "attendees": list(attendees),
-            "start": s,
-            "end": to_us(end),
-            "lookback": s - self._lookback,
-        }
+        return {"tenant": tenant, "attendees": list(attendees),
+                **overlap_params(start, end, self._lookback)}  # fmt: skip
 
     def add(self, hold: Hold) -> None:
         self._seen = None

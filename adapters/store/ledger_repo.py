@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Collection
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
@@ -26,7 +26,13 @@ from sqlalchemy import (
 )
 
 from slotward.adapters.store import tables as t
-from slotward.adapters.store.hold_repo import LIVE_INTENT_ID, hold_from_row
+from slotward.adapters.store.hold_repo import (
+    LIVE_INTENT_ID,
+    OVERLAPPING_IDS,
+    hold_from_row,
+    lookback_us,
+    overlap_params,
+)
 from slotward.adapters.store.instants import from_us, opt_from_us, opt_to_us, to_us
 from slotward.adapters.store.runner import Row, Runner
 from slotward.engine.model import HoldStatus, LedgerRecord
@@ -139,20 +145,26 @@ _SUBSCRIBED = exists().where(
 )  # the index (status, tenant)
 
 
-def _claim_lookup(bound: Any) -> Select[Any]:
+def _claim_lookup(bound: Any, overlapping: Any) -> Select[Any]:
     return select(
         *(c.label(f"l_{c.name}") for c in t.ledger.c),
         *(c.label(f"h_{c.name}") for c in _held.c),
         bound.label("bound"),
         _SUBSCRIBED.label("subscribed"),
+        overlapping.label("overlapping"),
     ).select_from(
         _ONE.outerjoin(t.ledger, and_(_l.tenant == bindparam("tenant"), _l.key == bindparam("key")))
         .outerjoin(_held, and_(_held.c.tenant == bindparam("tenant"), _held.c.id == LIVE_INTENT_ID))
     )  # fmt: skip  # the ledger's primary key; the holds' by the intent's index, then by id
 
 
-# By whether attendees are asked about (an expanding parameter cannot be empty).
-_CLAIM_LOOKUP = (_claim_lookup(false()), _claim_lookup(_BOUND))
+# By whether attendees are asked about (an expanding parameter cannot be empty),
+# then whether their holds overlapping a span are.
+_CLAIM_LOOKUP: dict[tuple[bool, ...] | tuple[bool, bool, str], Select[Any]] = {
+    (False, False): _claim_lookup(false(), null()),
+    (True, False): _claim_lookup(_BOUND, null()),
+    **{(True, True, name): _claim_lookup(_BOUND, ids) for name, ids in OVERLAPPING_IDS.items()},
+}
 
 
 class _Prefixed:
@@ -196,8 +208,10 @@ def record_from_row(m: Row) -> LedgerRecord:
 
 
 class SqlLedger:
-    def __init__(self, db: Runner) -> None:
+    def __init__(self, db: Runner, max_hold: timedelta) -> None:
         self._db = db
+        self._lookback = lookback_us(max_hold)
+        self._dialect = db.conn.dialect.name
 
     def get(self, tenant: str, key: str) -> LedgerRecord | None:
         row = self._db.first(_GET, {"tenant": tenant, "key": key})
@@ -235,18 +249,29 @@ class SqlLedger:
         intent_fp: str,
         attendees: Collection[str],
         now: datetime,
+        span: tuple[datetime, datetime] | None = None,
     ) -> ClaimLookup:
         params: dict[str, Any] = {"tenant": tenant, "key": key, "workflow_id": workflow_id,
                                   "intent_fp": intent_fp, "now": to_us(now)}  # fmt: skip
         if attendees:
             params["attendees"] = sorted(attendees)
-        row = self._db.first(_CLAIM_LOOKUP[bool(attendees)], params)
+        spanned = span is not None and bool(attendees)
+        if spanned:
+            assert span is not None
+            params.update(overlap_params(*span, self._lookback))
+        shape = (True, True, self._dialect) if spanned else (bool(attendees), False)
+        row = self._db.first(_CLAIM_LOOKUP[shape], params)
         assert row is not None  # the row of one is always there
+        overlapping = None
+        if span is not None:  # asked: () for none (a hold has attendees: none without)
+            ids = row["overlapping"]
+            overlapping = tuple(ids.split(",")) if ids else ()
         return ClaimLookup(
             record=None if row["l_key"] is None else record_from_row(_Prefixed(row, "l_")),
             live=None if row["h_id"] is None else hold_from_row(_Prefixed(row, "h_")),
             calendars_bound=bool(row["bound"]),
             subscribed=bool(row["subscribed"]),
+            overlapping=overlapping,
         )
 
     def find_by_fingerprint(self, tenant: str, fingerprint: str) -> LedgerRecord | None:

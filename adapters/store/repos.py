@@ -325,7 +325,7 @@ class SqlUnitOfWork:
         self._locks = TransactionLocks(db, wanted if wanted is not None else set())
         self._locking = on_postgres and writes
         self.holds = SqlHolds(db, max_hold)
-        self.ledger = SqlLedger(db)
+        self.ledger = SqlLedger(db, max_hold)
         self.directory = SqlDirectory(db)
         self.audit = SqlAudit(db, lock_head=self._locking)
         self.outbox = SqlOutbox(db)

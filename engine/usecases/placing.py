@@ -87,11 +87,19 @@ def _prepare(uow: UnitOfWork, req: HoldRequest, policy: Policy) -> _Prepared:
     )
 
 
-def _lookup(uow: UnitOfWork, req: HoldRequest, prep: _Prepared, now: datetime) -> ClaimLookup:
-    # All at once (one round trip): most creates are fresh, and need all of it.
+def _lookup(
+    uow: UnitOfWork,
+    req: HoldRequest,
+    prep: _Prepared,
+    now: datetime,
+    span: tuple[datetime, datetime] | None = None,
+) -> ClaimLookup:
+    # All at once (one round trip): most creates are fresh, and need all of it;
+    # a write asks for the span's overlapping holds too, the blockers' ids.
     return uow.ledger.lookup_claim(
-        req.principal.tenant, prep.key, req.workflow_id, prep.intent_fp, prep.resolved.ids, now
-    )
+        req.principal.tenant, prep.key, req.workflow_id, prep.intent_fp, prep.resolved.ids, now,
+        span,
+    )  # fmt: skip
 
 
 def _replay(
@@ -196,7 +204,7 @@ def _place(
     ids: IdGenerator,
     external: ExternalPolicy | None,
 ) -> Reply:
-    found = _lookup(uow, req, prep, now)
+    found = _lookup(uow, req, prep, now, (req.interval.start, req.interval.end))
     replay = _replay(uow, req, prep, now, found)
     if replay is not None:
         return replay
@@ -210,7 +218,8 @@ def _place(
         uow, principal.tenant, claim.attendees, claim.start, claim.end, now, external,
         bound=found.calendars_bound,
     )  # fmt: skip
-    blockers = uow.holds.blocking(principal.tenant, claim.attendees, claim.start, claim.end, now)
+    blockers = uow.holds.blocking(principal.tenant, claim.attendees, claim.start, claim.end, now,
+                                  overlapping=found.overlapping)  # fmt: skip
     decision = conflicts.decide(claim, blockers, now, view.blocks)
     if isinstance(decision, conflicts.Blocked):
         error = _conflict_error(uow, req, prep, decision, now, policy, view)

@@ -228,6 +228,40 @@ def test_a_claims_lookup_reads_its_record_its_intents_live_hold_and_calendars_to
     assert lookup("k9", "nobody", tenant="other", who=("att_c",)) == (None, None, False)
 
 
+def test_a_claims_lookup_given_a_span_reads_the_attendees_active_holds_overlapping_it(
+    db: Db,
+) -> None:
+    """The blockers' ids a create reads in its lookup: its attendees' held (expired
+    or not, as :meth:`HoldRepository.blocking` then judges) and committed holds
+    overlapping the span, of this tenant; none when not asked."""
+    db.commit(lambda uow: uow.holds.add(hold("hold_1", expires_at=at(5))))  # att_a, 60-90
+    db.commit(
+        lambda uow: uow.holds.add(hold("hold_2", attendees=("b",), status=HoldStatus.COMMITTED))
+    )
+    db.commit(
+        lambda uow: uow.holds.add(hold("hold_3", attendees=("c",), status=HoldStatus.RELEASED))
+    )
+
+    def overlapping(who: tuple[str, ...], span: tuple[int, int] | None,
+                    tenant: str = "acme") -> set[str] | None:  # fmt: skip
+        between = None if span is None else (at(span[0]), at(span[1]))
+
+        def read(uow: UnitOfWork) -> set[str] | None:
+            found = uow.ledger.lookup_claim(tenant, "k", "wf", "f" * 64, who, at(10), between)
+            return None if found.overlapping is None else set(found.overlapping)
+
+        return db.look(read)
+
+    assert overlapping(("att_a", "b", "c"), (60, 90)) == {"hold_1", "hold_2"}
+    assert overlapping(("att_a", "b", "c"), (90, 120)) == set()  # ends as the span starts
+    assert overlapping(("att_a",), (89, 200)) == {"hold_1"}
+    assert overlapping(("b",), (0, 61)) == {"hold_2"}
+    assert overlapping(("nobody",), (60, 90)) == set()
+    assert overlapping((), (60, 90)) == set()  # no attendee: nothing to overlap
+    assert overlapping(("att_a", "b"), (60, 90), tenant="other") == set()
+    assert overlapping(("att_a", "b"), None) is None
+
+
 def test_a_replay_state_reads_the_record_its_hold_and_the_emails_directory(db: Db) -> None:
     """Ledger.replay_state: the three reads of a known create's replay, together."""
     pairs = [("att_a", "a@example.com"), ("att_b", "b@example.com")]

@@ -150,13 +150,16 @@ def test_a_hot_statement_seeks_its_index(migrated: Path, name: str) -> None:
         "ix_holds_tenant_id",  # ... then its row
         "sqlite_autoindex_calendar_bindings_1",  # whether an attendee has a calendar
         "ix_webhooks_status_tenant",  # whether the tenant has an active subscription
+        "ix_hold_attendees_overlap",  # the attendees' holds overlapping the claim
     ],
 )
 def test_a_claims_lookup_seeks_an_index_for_each_part(migrated: Path, index: str) -> None:
-    # Every create runs it (ledger_repo._CLAIM_LOOKUP); its only scan is of its
-    # row of one, on which the parts are outer-joined.
-    steps = _steps(migrated, ledger_repo._CLAIM_LOOKUP[1], PARAMS)
-    assert [s for s in steps if s.startswith("SCAN")] == ["SCAN CONSTANT ROW", "SCAN one"], steps
+    # Every create runs it (ledger_repo._CLAIM_LOOKUP, with the span: a write's);
+    # its only scans are of its row of one, on which the parts are outer-joined,
+    # and of the overlapping ids the index found, to join them by commas.
+    steps = _steps(migrated, ledger_repo._CLAIM_LOOKUP[True, True, "sqlite"], PARAMS)
+    scans = [s for s in steps if s.startswith("SCAN")]
+    assert scans == ["SCAN CONSTANT ROW", "SCAN one", "SCAN overlap"], steps
     assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps
 
 

@@ -31,14 +31,14 @@ NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 
 # The directory; the ledger record, the live intent, whether an attendee has
-# a calendar (none has: their bindings are not read) and whether the tenant
-# has an active subscription, in one statement;
-# the overlap; the new attendee and its email; the audit entry (its head read
+# a calendar (none has: their bindings are not read), whether the tenant has an
+# active subscription and the attendees' holds overlapping the claim (none:
+# no hold is read), in one statement; the new attendee and its email; the audit entry (its head read
 # by the group's first create, its row moved once, before the group's COMMIT);
 # the hold and its attendee; the record; the event. No savepoint: a group runs
 # without them unless one of its calls leaves work to undo
 # (adapters/store/sqlite/savepoint.py).
-FRESH_CREATE_IN_A_GROUP = 10
+FRESH_CREATE_IN_A_GROUP = 9
 
 
 @pytest.fixture

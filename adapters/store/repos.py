@@ -7,26 +7,27 @@ from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
-from sqlalchemy import Connection, Insert, bindparam, insert, select, text, union, update
+from sqlalchemy import Connection, Insert, bindparam, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 
 from slotward.adapters.store import tables as t
 from slotward.adapters.store.approval_repos import SqlApprovals, SqlSessions
+from slotward.adapters.store.audit_repo import HEAD_MOVE, SqlAudit, audit_from_row, head_moved
 from slotward.adapters.store.calendar_repos import SqlCalendars, SqlMirror
 from slotward.adapters.store.calendar_write_repos import SqlCalendarWrites
 from slotward.adapters.store.delivery_repos import SqlDeliveries
 from slotward.adapters.store.hold_repo import SqlHolds
-from slotward.adapters.store.instants import from_us, to_us
+from slotward.adapters.store.instants import to_us
 from slotward.adapters.store.ledger_repo import SqlLedger
 from slotward.adapters.store.ops_repos import SqlStats, SqlWorkflows
 from slotward.adapters.store.outbox_repo import SqlOutbox
-from slotward.adapters.store.postgres.locks import TransactionLocks, audit_lock_name
+from slotward.adapters.store.postgres.locks import TransactionLocks
 from slotward.adapters.store.runner import Row, Runner, runner_for
 from slotward.adapters.store.webhook_repos import SqlLeases, SqlWebhooks
 from slotward.engine.approvals import DirectoryEntry
-from slotward.engine.model import AuditEntry, Principal
-from slotward.engine.rules.audit import GENESIS
+from slotward.engine.model import Principal
 
+# The audit chains are adapters/store/audit_repo.py's, re-exported here.
 __all__ = ["HEAD_MOVE", "SqlAudit", "SqlUnitOfWork", "audit_from_row", "head_moved"]
 
 _EMAILS = select(t.attendee_emails.c.email, t.attendee_emails.c.attendee_id).where(
@@ -37,21 +38,6 @@ _IDS = select(t.attendees.c.id).where(
     t.attendees.c.tenant == bindparam("tenant"),
     t.attendees.c.id.in_(bindparam("ids", expanding=True)),
 )
-_HEAD = select(t.audit_heads.c.seq, t.audit_heads.c.hash).where(
-    t.audit_heads.c.tenant == bindparam("tenant")
-)
-_AUDIT_ADD = insert(t.audit_log)
-_HEAD_ADD = insert(t.audit_heads)
-HEAD_MOVE = (
-    update(t.audit_heads)
-    .where(t.audit_heads.c.tenant == bindparam("for_tenant"))
-    .values(seq=bindparam("v_seq"), hash=bindparam("v_hash"))
-)
-# A writer's read of the head it is about to extend: locks the row until the
-# commit, and, under READ COMMITTED, waits for a concurrent appender and then
-# returns the head it committed (PostgreSQL re-reads a row it waited for).
-_HEAD_TO_EXTEND = _HEAD.with_for_update()
-_NAMED_LOCK = text("SELECT pg_advisory_xact_lock(hashtextextended(:name, 0))")
 _KEY_REVOKE = (
     update(t.api_keys)
     .where(t.api_keys.c.id == bindparam("w_id"), t.api_keys.c.revoked_us.is_(None))
@@ -180,86 +166,6 @@ class SqlDirectory:
             self._db.write(_EMAIL_MOVE, moved)
 
 
-def audit_from_row(r: Row) -> AuditEntry:
-    return AuditEntry(
-        tenant=r["tenant"],
-        seq=r["seq"],
-        at=from_us(r["at_us"]),
-        actor=r["actor"],
-        action=r["action"],
-        key=r["key"],
-        hold_id=r["hold_id"],
-        outcome=r["outcome"],
-        prev_hash=r["prev_hash"],
-        hash=r["hash"],
-    )
-
-
-class SqlAudit:
-    """The tenant chains; ``lock_head``: a PostgreSQL writer's, whose appends are
-    ordered per tenant at the head (adapters/store/postgres/locks.py)."""
-
-    def __init__(self, db: Runner, *, lock_head: bool = False) -> None:
-        self._db = db
-        self._lock_head = lock_head
-
-    def head(self, tenant: str) -> tuple[int, str]:
-        if not self._lock_head:
-            row = self._db.first(_HEAD, {"tenant": tenant})
-        else:
-            row = self._db.first(_HEAD_TO_EXTEND, {"tenant": tenant})
-            if row is None:  # no row to lock yet: the tenant's first appenders queue here
-                self._db.first(_NAMED_LOCK, {"name": audit_lock_name(tenant)})
-                row = self._db.first(_HEAD_TO_EXTEND, {"tenant": tenant})
-        return (0, GENESIS) if row is None else (row["seq"], row["hash"])
-
-    def append(self, entry: AuditEntry) -> None:
-        self._add(entry)
-        if entry.seq == 1:
-            head = {"tenant": entry.tenant, "seq": 1, "hash": entry.hash}
-            self._db.put(_HEAD_ADD, head)
-        else:
-            self._db.put(HEAD_MOVE, head_moved(entry.tenant, entry.seq, entry.hash))
-
-    def _add(self, entry: AuditEntry) -> None:
-        """The entry's row alone: its head row is the caller's to make or move."""
-        self._db.put(
-            _AUDIT_ADD,
-            {
-                "tenant": entry.tenant,
-                "seq": entry.seq,
-                "at_us": to_us(entry.at),
-                "actor": entry.actor,
-                "action": entry.action,
-                "key": entry.key,
-                "hold_id": entry.hold_id,
-                "outcome": entry.outcome,
-                "prev_hash": entry.prev_hash,
-                "hash": entry.hash,
-            },
-        )
-
-    def entries(self, tenant: str, after_seq: int, limit: int) -> list[AuditEntry]:
-        a = t.audit_log
-        q = (
-            select(a)
-            .where(a.c.tenant == tenant, a.c.seq > after_seq)
-            .order_by(a.c.seq)
-            .limit(limit)
-        )
-        return [audit_from_row(r) for r in self._db.dynamic(q)]
-
-    def tenants(self) -> list[str]:
-        # Rows as well as heads: a deleted head must not hide a chain from a check.
-        q = union(select(t.audit_log.c.tenant), select(t.audit_heads.c.tenant))
-        return sorted(r["tenant"] for r in self._db.dynamic(q))
-
-
-def head_moved(tenant: str, seq: int, hash_: str) -> dict[str, Any]:
-    """The parameters of ``HEAD_MOVE``: ``tenant``'s head row moved to ``seq``."""
-    return {"for_tenant": tenant, "v_seq": seq, "v_hash": hash_}
-
-
 def _principal(row: Row) -> Principal:
     return Principal(row["tenant"], row["agent_id"], row["role"], row["priority"])
 
@@ -325,9 +231,10 @@ class SqlUnitOfWork:
         self._locks = TransactionLocks(db, wanted if wanted is not None else set())
         self._locking = on_postgres and writes
         self.holds = SqlHolds(db, max_hold)
-        self.ledger = SqlLedger(db, max_hold)
-        self.directory = SqlDirectory(db)
         self.audit = SqlAudit(db, lock_head=self._locking)
+        # A PostgreSQL writer's claim lookup also locks and reads the audit head.
+        self.ledger = SqlLedger(db, max_hold, self.audit if self._locking else None)
+        self.directory = SqlDirectory(db)
         self.outbox = SqlOutbox(db)
         self.deliveries = SqlDeliveries(db)
         self.webhooks = SqlWebhooks(db)
@@ -343,6 +250,7 @@ class SqlUnitOfWork:
 
     def __enter__(self) -> SqlUnitOfWork:
         self.holds.forget()
+        self.audit.forget()
         if self._begin is not None:
             self._conn.exec_driver_sql(self._begin)
         elif not self._conn.in_transaction():
@@ -359,6 +267,7 @@ class SqlUnitOfWork:
         tb: TracebackType | None,
     ) -> None:
         self.holds.forget()
+        self.audit.forget()
         if self._conn.in_transaction():
             self._conn.rollback()
 
@@ -386,5 +295,6 @@ class SqlUnitOfWork:
 
     def commit(self) -> None:
         self.holds.forget()  # what follows is another transaction's
+        self.audit.forget()
         self._db.flush()  # the writes put aside (PostgreSQL) go with the transaction
         self._conn.commit()

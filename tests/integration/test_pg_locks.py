@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
-from sqlalchemy import Connection, Engine, create_engine, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.pool import NullPool
 
@@ -117,3 +117,38 @@ def test_appends_to_one_chain_wait_for_its_head(engine: Engine) -> None:
         conn.execute(text("INSERT INTO audit_heads (tenant, seq, hash) VALUES ('acme', 1, 'h')"))
     assert _granted(engine, append, attendees("a")) is True
     assert _granted(engine, append, append) is False
+
+
+def test_a_claims_lookup_locks_the_audit_head_it_reads(engine: Engine) -> None:
+    """A writer's claim lookup reads the head FOR UPDATE (one round trip less a
+    create): the next appender of the chain waits for it, the lookup's own
+    transaction appends to what it read without reading again, and a lookup
+    without a span (a replay's read) locks nothing."""
+    now = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
+    span = (now + timedelta(hours=1), now + timedelta(hours=2))
+
+    def lookup(with_span: bool) -> Lock:
+        def look(uow: SqlUnitOfWork) -> None:
+            uow.ledger.lookup_claim(
+                "acme", "k", "wf", "f" * 64, ["a"], now, span if with_span else None
+            )
+
+        return look
+
+    def append(uow: SqlUnitOfWork) -> None:
+        uow.audit.head("acme")
+
+    with engine.begin() as conn:
+        conn.execute(text("INSERT INTO audit_heads (tenant, seq, hash) VALUES ('acme', 7, 'h7')"))
+    assert _granted(engine, lookup(True), append) is False
+    assert _granted(engine, lookup(False), append) is True
+    assert _granted(engine, lookup(True), attendees("b")) is True  # other claims go on
+
+    with engine.connect() as conn:
+        uow = _uow(conn)
+        with uow:
+            uow.ledger.lookup_claim("acme", "k", "wf", "f" * 64, ["a"], now, span)
+            sent: list[str] = []
+            event.listen(conn, "before_cursor_execute", lambda *a: sent.append(a[2]))
+            assert uow.audit.head("acme") == (7, "h7")
+            assert sent == []  # known from the lookup, locked: not read again

@@ -135,9 +135,9 @@ def _counting(sent: list[str]) -> Callable[[], None]:
 async def test_a_create_sends_its_writes_in_one_statement(store: PostgresStore, email: str) -> None:
     # A create of an attendee the directory knows, or of a new one: the
     # directory, the locks, the claim's lookup (the record, the intent's live
-    # hold, the calendars, the subscription and the attendees' overlapping
-    # holds: one statement), the audit head, then every write at once, the new
-    # attendee's too. A regression in round trips fails here.
+    # hold, the calendars, the subscription, the attendees' overlapping holds
+    # and the audit head, locked: one statement), then every write at once,
+    # the new attendee's too. A regression in round trips fails here.
     clock = FixedClock(NOW)
     ids = TimeOrderedIds()
 
@@ -160,7 +160,7 @@ async def test_a_create_sends_its_writes_in_one_statement(store: PostgresStore, 
     finally:
         undo()
     assert reply.created is True
-    assert len(sent) == 5, sent
+    assert len(sent) == 4, sent
     assert sent[-1].startswith("WITH w0 AS (INSERT INTO audit_log"), sent[-1]
     assert ("INSERT INTO attendee_emails" in sent[-1]) == (email == "new@example.com")
     found = await store.read(lambda uow: uow.directory.lookup("acme", [email], []))

@@ -36,17 +36,19 @@ _NAMES = itertools.count(1)
 CREATES = 600  # enough rows in one tenant for a tenant-wide index to be the wrong choice
 EXECUTIONS = 8  # past the five custom plans after which PostgreSQL may go generic
 HOT = ("ledger", "holds", "hold_attendees", "attendee_emails", "attendees", "calendar_bindings",
-       "webhooks")  # fmt: skip
+       "webhooks", "audit_heads")  # fmt: skip
 
 # The lookups of a create by a fragment of their SQL, and the index each must use.
 OVERLAP = {"FROM hold_attendees WHERE": "ix_hold_attendees_overlap"}
 INTENT = {"holds.intent_fp =": "ix_holds_tenant_workflow_intent_id"}
 BOUND = 2000  # attendees of the tenant with a calendar (none of the claims): pages of them
 SUBSCRIBED = 2000  # other tenants with an active subscription (the tenant has none): pages
+CHAINED = 2000  # other tenants with an audit chain: its head read by the key, not a scan
 KEYED = {  # the key's record, the directory: a primary key against tenant-wide indexes
     "LEFT OUTER JOIN ledger ON": "ledger_pkey",  # read with the intent's live hold
     "FROM calendar_bindings WHERE": "calendar_bindings_pkey",  # in the same statement
     "FROM webhooks WHERE": "ix_webhooks_status_tenant",  # ... and whether the tenant subscribed
+    "FROM audit_heads WHERE": "audit_heads_pkey",  # ... and its audit head, locked
     "FROM attendee_emails WHERE": "attendee_emails_pkey",
 }
 
@@ -140,6 +142,11 @@ async def _young_database(db_url: str, *, analysed: bool = False) -> tuple[str, 
     try:
         for table in HOT:  # nothing analyses them behind the test's back
             await admin.execute(f"ALTER TABLE {table} SET (autovacuum_enabled = off)")
+        await admin.execute(
+            "INSERT INTO audit_heads (tenant, seq, hash)"
+            " SELECT 'other-' || g, 1, md5(g::text) FROM generate_series(1, $1::int) AS g",
+            CHAINED,
+        )
         store = await PostgresStore.open(db_url, timedelta(hours=24))
         try:
             for i in range(CREATES):

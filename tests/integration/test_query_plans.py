@@ -22,6 +22,7 @@ from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store import (
     approval_repos,
+    audit_repo,
     calendar_repos,
     calendar_write_repos,
     delivery_repos,
@@ -77,7 +78,7 @@ HOT: dict[str, tuple[Executable, str]] = {
     "attendees by id": (repos._IDS, "sqlite_autoindex_attendees_1"),
     "one attendee": (repos._ATTENDEE, "sqlite_autoindex_attendees_1"),
     "one email": (repos._EMAIL, "sqlite_autoindex_attendee_emails_1"),
-    "audit head": (repos._HEAD, "sqlite_autoindex_audit_heads_1"),
+    "audit head": (audit_repo._HEAD, "sqlite_autoindex_audit_heads_1"),
     "key by id": (repos._KEY_BY_ID, "sqlite_autoindex_api_keys_1"),
     "workflow stats": (ops_repos._GET, "sqlite_autoindex_workflow_stats_1"),
     "workflows' stats": (ops_repos._GET_MANY, "sqlite_autoindex_workflow_stats_1"),
@@ -157,7 +158,7 @@ def test_a_claims_lookup_seeks_an_index_for_each_part(migrated: Path, index: str
     # Every create runs it (ledger_repo._CLAIM_LOOKUP, with the span: a write's);
     # its only scans are of its row of one, on which the parts are outer-joined,
     # and of the overlapping ids the index found, to join them by commas.
-    steps = _steps(migrated, ledger_repo._CLAIM_LOOKUP[True, True, "sqlite"], PARAMS)
+    steps = _steps(migrated, ledger_repo._CLAIM_LOOKUP[True, True, "sqlite", False], PARAMS)
     scans = [s for s in steps if s.startswith("SCAN")]
     assert scans == ["SCAN CONSTANT ROW", "SCAN one", "SCAN overlap"], steps
     assert any(s.startswith("SEARCH") and f"INDEX {index} (" in s for s in steps), steps

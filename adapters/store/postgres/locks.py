@@ -14,10 +14,11 @@ order, so no two transactions wait for each other in a cycle:
    tenant's shared lock, tenant by tenant in sorted order. Two writes
    on disjoint attendees run side by side; two sharing one run one after the
    other, and the second, under READ COMMITTED, sees all the first committed.
-3. the tenant's audit head row (``SELECT ... FOR UPDATE``), taken by the
-   first audit append, so appends are one at a time per tenant and each
-   extends the head the last one committed: the chain cannot fork. It is held
-   from that append to the commit, the shortest stretch of the transaction.
+3. the tenant's audit head row (``SELECT ... FOR UPDATE``), taken by a
+   create's claim lookup (in that statement) or else by the first audit
+   append, so appends are one at a time per tenant and each extends the head
+   the last one committed: the chain cannot fork. It is held from there to
+   the commit, the last stretch of the transaction.
 
 A write that, having decided, must change a hold with attendees it did not
 lock (a loser it preempts, a stale hold it expires) asks for them again. Their

@@ -279,15 +279,11 @@ class SqlLedger:
                                   "intent_fp": intent_fp, "now": to_us(now)}  # fmt: skip
         if attendees:
             params["attendees"] = sorted(attendees)
-        spanned = span is not None and bool(attendees)
-        if spanned:
-            assert span is not None
+        audit, shape = None, (bool(attendees), False, "", False)
+        if span is not None and attendees:  # a write's: the span and (PostgreSQL) the head
             params.update(overlap_params(*span, self._lookback))
-        audit = self._audit if spanned else None
-        if spanned:
+            audit = self._audit
             shape = (True, True, self._dialect, audit is not None)
-        else:
-            shape = (bool(attendees), False, "", False)
         row = self._db.first(_CLAIM_LOOKUP[shape], params)
         assert row is not None  # the row of one is always there
         if audit is not None and row["audit_head"] is not None:  # none: the first append's

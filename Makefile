@@ -65,7 +65,7 @@ check: lint typecheck
 		tests/unit tests/test_architecture.py tests/test_service_layer.py \
 		tests/test_tool_registry.py tests/test_docs_architecture.py tests/test_outbound_http.py \
 		tests/test_docs_standalone.py tests/test_kit_imports.py tests/test_no_timed_assertions.py tests/test_no_lenient_xfail.py \
-		tests/test_parallel_safety.py tests/test_peeks.py \
+		tests/test_parallel_safety.py tests/test_peeks.py tests/test_prebuilt_plans.py \
 		tests/contract \
 		-k "not (contract and postgres)"
 

@@ -156,14 +156,14 @@ _HEAD_LOCKED = (
 )
 
 
-def _claim_lookup(bound: Any, overlapping: Any, head: Any = None) -> Select[Any]:
+def _claim_lookup(bound: Any, overlapping: Any, head: Any) -> Select[Any]:
     return select(
         *(c.label(f"l_{c.name}") for c in t.ledger.c),
         *(c.label(f"h_{c.name}") for c in _held.c),
         bound.label("bound"),
         _SUBSCRIBED.label("subscribed"),
         overlapping.label("overlapping"),
-        (null() if head is None else head).label("audit_head"),
+        head.label("audit_head"),
     ).select_from(
         _ONE.outerjoin(t.ledger, and_(_l.tenant == bindparam("tenant"), _l.key == bindparam("key")))
         .outerjoin(_held, and_(_held.c.tenant == bindparam("tenant"), _held.c.id == LIVE_INTENT_ID))
@@ -174,10 +174,10 @@ def _claim_lookup(bound: Any, overlapping: Any, head: Any = None) -> Select[Any]
 # then whether their holds overlapping a span are (by dialect), and whether the
 # audit head is locked and read too (a PostgreSQL writer's).
 _CLAIM_LOOKUP: dict[tuple[bool, bool, str, bool], Select[Any]] = {
-    (False, False, "", False): _claim_lookup(false(), null()),
-    (True, False, "", False): _claim_lookup(_BOUND, null()),
+    (False, False, "", False): _claim_lookup(false(), null(), null()),
+    (True, False, "", False): _claim_lookup(_BOUND, null(), null()),
     **{
-        (True, True, dialect, False): _claim_lookup(_BOUND, ids)
+        (True, True, dialect, False): _claim_lookup(_BOUND, ids, null())
         for dialect, ids in OVERLAPPING_IDS.items()
     },
     (True, True, "postgresql", True): _claim_lookup(

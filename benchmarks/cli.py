@@ -20,6 +20,8 @@ Measure slotward against baselines measured in the same run, and check it.
         [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]
+    slotward bench pair --before DIR [--after DIR] [--db ...] [--requests N] ...
+        (this tree's slotward against another's, in turns; docs/performance.md)
     slotward bench chaos --agents N --intents M [--db ...] [--workers W]
         [--kill-every S] [--seed K] [--json PATH]          (docs/chaos.md)
 
@@ -46,6 +48,8 @@ _COMMANDS = {
     "relay": "webhook deliveries per second against a bare client, and commit-to-delivery lag",
     "providers": "claims on attendees bound to a local Radicale against unbound ones, and "
     "the time to mirror a large calendar (Radicale: a dev dependency)",
+    "pair": "creates and replays of two source trees' servers in turns: a change against the "
+    "code before it, in one run",
 }
 
 
@@ -74,6 +78,16 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
     )  # fmt: skip
     kinds.choices["waiters"].add_argument(
         "--waiters", type=int, default=100, help="duplicates waiting meanwhile (default 100)"
+    )
+    pair = kinds.choices["pair"]
+    pair.add_argument("--before", type=Path, required=True, metavar="DIR",
+                      help="the tree to compare against: the directory holding its slotward/ "
+                           "(a git worktree of the commit before, say)")  # fmt: skip
+    pair.add_argument(
+        "--after",
+        type=Path,
+        metavar="DIR",
+        help="the other tree (default: the one this slotward runs from)",
     )
     _chaos(kinds)
     calendar = kinds.choices["providers"]
@@ -236,6 +250,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
         from slotward.benchmarks.providers import providers
 
         return providers(settings, events=args.events, series=args.series)
+    if args.bench == "pair":
+        from slotward.benchmarks.pair import pair
+
+        return pair(settings, args.before, args.after)
     if args.bench == "conflicts":
         from slotward.benchmarks.conflicts import conflicts
 

@@ -65,7 +65,7 @@ def print_outcome(outcome: Outcome, out: TextIO) -> None:
     print("", file=out)
     print("targets (ratios measured in this run):", file=out)
     if not outcome.targets:
-        print("  none for this subcommand: it measures the baselines themselves", file=out)
+        print("  none for this subcommand", file=out)
     width = max((len(t.name) for t in outcome.targets), default=0)
     for t in outcome.targets:
         sign = ">=" if t.at_least else "<="

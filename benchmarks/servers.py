@@ -171,10 +171,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def slotward_server(url: str, workers: int, logs: Path) -> contextlib.AbstractContextManager[str]:
-    """``slotward serve`` on ``url`` with ``workers`` processes; yields its base URL."""
+def slotward_server(
+    url: str, workers: int, logs: Path, cwd: Path | None = None
+) -> contextlib.AbstractContextManager[str]:
+    """``slotward serve`` on ``url`` with ``workers`` processes; yields its base URL.
+
+    ``cwd``: the directory it runs in, this one's by default (``python -m``
+    imports from there first: benchmarks/pair.py runs each tree's from its own).
+    """
     argv = ["slotward.api.cli.main", "--db", url, "serve", "--workers", str(workers), "--port"]
-    return _running("slotward", argv, logs)
+    return _running("slotward", argv, logs, cwd)
 
 
 def echo_server(workers: int, logs: Path) -> contextlib.AbstractContextManager[str]:
@@ -190,14 +196,18 @@ def reference_server(url: str, workers: int, logs: Path) -> contextlib.AbstractC
 
 
 @contextlib.contextmanager
-def _running(name: str, argv: list[str], logs: Path) -> Iterator[str]:
+def _running(name: str, argv: list[str], logs: Path, cwd: Path | None = None) -> Iterator[str]:
     """Start ``python -m <argv> <port>``; yield once it answers /healthz; always stop it."""
     port = free_port()
     log_path = logs / f"{name}-{port}.log"
     env = {**os.environ, "SLOTWARD_RATE_LIMIT": "0"}
     with log_path.open("wb") as log:  # a file, never a pipe nobody drains
         proc = subprocess.Popen(
-            [sys.executable, "-m", *argv, str(port)], stdout=log, stderr=subprocess.STDOUT, env=env
+            [sys.executable, "-m", *argv, str(port)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cwd,
         )
         try:
             base = f"http://127.0.0.1:{port}"

@@ -48,6 +48,7 @@ from slotward.benchmarks.plans import warmup_phase as warmup
 from slotward.benchmarks.recording import calls_of, check_history
 from slotward.benchmarks.results import Outcome, Result, Settings, Target, cpu_ratio
 from slotward.benchmarks.servers import ServerFailed, server_env, slotward_server, workspace
+from slotward.benchmarks.throughput import bench_agents, replay_problem
 from slotward.engine.model import Principal
 
 __all__ = ["SIDES", "own_tree", "pair", "source_tree"]
@@ -92,7 +93,7 @@ def pair(settings: Settings, before: Path, after: Path | None = None) -> Outcome
     trees = (source_tree(before, "--before"),
              own_tree() if after is None else source_tree(after, "--after"))  # fmt: skip
     c, s = settings.concurrency, settings.seconds
-    agents = [Principal("bench-0", f"agent-{i}", "agent", 50) for i in range(c)]
+    agents = bench_agents(settings)
     creates = fresh_creates(settings.requests, future_start(), c)
     with workspace(settings.db) as databases:
         with contextlib.ExitStack() as servers:  # stopped before the history is read
@@ -123,11 +124,13 @@ def pair(settings: Settings, before: Path, after: Path | None = None) -> Outcome
         results = {name: outcome.add(Result.of(name, done[name], settings, c), done[name])
                    for name in (f"{side}-{what}" for what in ("creates", "replays")
                                 for side in SIDES)}  # fmt: skip
-        for side in sides:
-            _check_replays(outcome, side.name, done)
+        for n, side in enumerate(sides):
+            fresh, again = done[f"{side.name}-creates"], done[f"{side.name}-replays"]
+            problem = replay_problem(fresh, again)
+            if problem is not None:
+                outcome.problems.append(f"{side.name}: {problem}")
             # Its warm creates (the second of its two warm-up phases), then its scenarios.
-            mine = [answered[2 * sides.index(side) + 1],
-                    done[f"{side.name}-creates"], done[f"{side.name}-replays"]]  # fmt: skip
+            mine = [answered[2 * n + 1], fresh, again]
             calls = [call for p in mine for call in calls_of(p["records"], agents * len(sides))]
             check_history(outcome, side.url, calls, label=side.name)
     outcome.targets += _ratios(outcome, results, int(done["after-creates"]["slices"]))
@@ -170,14 +173,6 @@ def _shifted(spec: Phase, by: int) -> Phase:
 
 def _moved(call: Call, by: int) -> Call:
     return {**call, "key": int(call["key"]) + by} if "key" in call else call
-
-
-def _check_replays(outcome: Outcome, side: str, done: Mapping[str, Mapping[str, Any]]) -> None:
-    fresh, again = done[f"{side}-creates"], done[f"{side}-replays"]
-    if fresh["replayed"] or again["replayed"] != again["requests"]:
-        outcome.problems.append(f"{side}: {fresh['replayed']} fresh creates were answered as "
-                                f"replays, {again['requests'] - again['replayed']} replays "
-                                "as fresh")  # fmt: skip
 
 
 def _ratios(outcome: Outcome, results: Mapping[str, Result], slices: int) -> list[Target]:

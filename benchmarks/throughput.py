@@ -51,10 +51,17 @@ from slotward.benchmarks.results import Outcome, Result, Settings, Target, cpu_r
 from slotward.benchmarks.servers import make_keys, reference_server, slotward_server, workspace
 from slotward.engine.model import Principal
 
-__all__ = ["creates_against_reference", "replay", "replays_against_fresh", "throughput"]
+__all__ = [
+    "bench_agents",
+    "creates_against_reference",
+    "replay",
+    "replay_problem",
+    "replays_against_fresh",
+    "throughput",
+]
 
 
-def _agents(settings: Settings, tenants: int = 1) -> list[Principal]:
+def bench_agents(settings: Settings, tenants: int = 1) -> list[Principal]:
     """One agent key per concurrent connection; agent ``i`` is in tenant ``i mod tenants``."""
     return [
         Principal(f"bench-{i % tenants}", f"agent-{i}", "agent", 50)
@@ -127,7 +134,7 @@ def throughput(settings: Settings, *, tenants: int = 1) -> Outcome:
         url = databases.fresh("throughput")
         # The reference's creates take turns with slotward's: their ratios are the targets.
         theirs = (databases.fresh("reference"), reference_calls(creates, tenants))
-        done, measured_ref = _run(settings, url, _agents(settings, tenants), databases.workdir,
+        done, measured_ref = _run(settings, url, bench_agents(settings, tenants), databases.workdir,
                                   measured, outcome, theirs)  # fmt: skip
         assert measured_ref is not None
         mine = [outcome.add(Result.of(p["name"], p, settings, c), p) for p in done]
@@ -182,6 +189,14 @@ def replays_against_fresh(fresh: Result, again: Result) -> list[Target]:
     ]  # fmt: skip
 
 
+def replay_problem(fresh: Mapping[str, Any], again: Mapping[str, Any]) -> str | None:
+    """What is wrong when a fresh create was replayed, or a replay answered fresh."""
+    if not fresh["replayed"] and again["replayed"] == again["requests"]:
+        return None
+    return (f"{fresh['replayed']} fresh creates were answered as replays, "
+            f"{again['requests'] - again['replayed']} replays as fresh")  # fmt: skip
+
+
 def _measured(value: float | None) -> float:
     return math.nan if value is None else value  # not measured: a missed target
 
@@ -196,11 +211,10 @@ def replay(settings: Settings) -> Outcome:
     ]
     with workspace(settings.db) as databases:
         url = databases.fresh("replay")
-        done, _ = _run(settings, url, _agents(settings), databases.workdir, measured, outcome)
+        done, _ = _run(settings, url, bench_agents(settings), databases.workdir, measured, outcome)
     fresh, again = (outcome.add(Result.of(p["name"], p, settings, c), p) for p in done)
-    if done[0]["replayed"] or done[1]["replayed"] != done[1]["requests"]:
-        outcome.problems.append(f"{done[0]['replayed']} fresh creates were answered as "
-                                f"replays, {done[1]['requests'] - done[1]['replayed']} "
-                                "replays as fresh")  # fmt: skip
+    problem = replay_problem(done[0], done[1])
+    if problem is not None:
+        outcome.problems.append(problem)
     outcome.targets += replays_against_fresh(fresh, again)
     return outcome

@@ -61,11 +61,12 @@ class Services:
     known: KnownCreates = field(default_factory=KnownCreates)
     stream: StreamSettings = field(default_factory=StreamSettings)  # the dashboard's live feed
 
-    async def peek(self, fn: Callable[[UnitOfWork], T]) -> T:
+    async def peek(self, fn: Callable[[UnitOfWork], T], *, alone: bool = False) -> T:
         """A read of a few point lookups, run at once where the store allows it
-        (SQLite: on this thread, SqliteStore.peek); otherwise an ordinary read."""
+        (SQLite: on this thread, SqliteStore.peek); otherwise an ordinary read.
+        ``alone``: it is one statement, which SQLite runs outside a transaction."""
         if isinstance(self.store, SqliteStore):
-            return await self.store.peek(fn)
+            return await self.store.peek(fn, alone=alone)
         return await self.store.read(fn)
 
 

@@ -138,7 +138,8 @@ async def replay_known_create(svc: Services, principal: Principal, sent: Hashabl
     known = svc.known.get(sent)
     if known is None:
         return None
-    reply = await svc.peek(partial(replay_known, known=known, now=svc.clock.now()))
+    # One statement (Ledger.replay_state): no BEGIN and ROLLBACK around it.
+    reply = await svc.peek(partial(replay_known, known=known, now=svc.clock.now()), alone=True)
     if reply is None:
         svc.known.forget(sent)
         return None
@@ -228,7 +229,9 @@ async def find_slots(
 async def get_hold(svc: Services, principal: Principal, hold_id: str) -> dict[str, Any]:
     """One hold: a lookup by its primary key, so a peek (no hop to a reader thread)."""
     now = svc.clock.now()
-    return await svc.peek(partial(reads.get_hold, principal=principal, hold_id=hold_id, now=now))
+    return await svc.peek(
+        partial(reads.get_hold, principal=principal, hold_id=hold_id, now=now), alone=True
+    )  # one statement: no BEGIN and ROLLBACK around it
 
 
 async def list_holds(

@@ -1,7 +1,7 @@
 """What a known replay costs SQLite, counted in statements and threads: a ratchet.
 
 A retry sent as its create was is answered from what the process knows of it
-(api/replays.py): one read transaction of one statement on the event loop's
+(api/replays.py): one statement, with no transaction around it, on the event loop's
 own connection, and nothing on the reader threads or the writer; at
 ``POST /v1/holds`` and for a create tool call alike. Pinned here,
 over a real HTTP server and a real SQLite file, so a lookup added back to that
@@ -67,7 +67,8 @@ class Traces:
 
     def assert_one_statement_on_the_loop(self) -> None:
         statements = [sql.split()[0] for _, sql in self.on_peek]
-        assert statements == ["BEGIN", "SELECT", "ROLLBACK"], self.on_peek
+        # One statement, and no transaction around it (adapters/store/sqlite/peeks.py).
+        assert statements == ["SELECT"], self.on_peek
         assert {thread for thread, _ in self.on_peek} == {threading.current_thread().name}
         assert [s for trace in self.elsewhere for s in trace] == []  # no reader thread was used
         assert len(self._store._reader_conns) == self._opened  # nor one opened for it

@@ -28,6 +28,7 @@ from sqlalchemy.pool import NullPool
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.sqlite.checkpoint import Checkpointer
+from slotward.adapters.store.sqlite.peeks import PeekUnitOfWork
 from slotward.adapters.store.sqlite.turns import WriterTurn
 from slotward.adapters.store.sqlite.writer import GroupWriter, LoopSettle, Settle, WriterStats
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
@@ -158,34 +159,6 @@ class _ReaderPool:
             thread.join()
 
 
-class _PeekUnitOfWork(SqlUnitOfWork):
-    """A read transaction begun and ended on the driver's own connection.
-
-    Through SQLAlchemy's Connection a BEGIN and its ROLLBACK cost some 35 us,
-    more than a peek's lookups; sqlite3 runs each in 2. The repositories run on
-    the driver's cursor already (runner.py), so SQLAlchemy need not know of the
-    transaction. Reads only: a commit is not taken (nothing would be written).
-    """
-
-    def __init__(self, conn: Connection, max_hold: timedelta) -> None:
-        super().__init__(conn, max_hold, begin=None)
-        driver = conn.connection.driver_connection
-        assert isinstance(driver, sqlite3.Connection)
-        self._driver = driver
-
-    def __enter__(self) -> SqlUnitOfWork:
-        self.holds.forget()
-        self._driver.execute("BEGIN")
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self.holds.forget()
-        self._driver.execute("ROLLBACK")
-
-    def commit(self) -> None:
-        raise TypeError("a peek only reads")
-
-
 class SqliteStore:
     """Runs use cases on a SQLite file: writes on one thread, reads on a pool."""
 
@@ -209,7 +182,7 @@ class SqliteStore:
         self._reader_conns: list[Connection] = []
         self._reader_lock = threading.Lock()
         self._peek_conn: Connection | None = None
-        self._peek_uow: _PeekUnitOfWork | None = None
+        self._peek_uow: PeekUnitOfWork | None = None
 
     @classmethod
     def open(cls, url: str, max_hold: timedelta, waits: Waits = DEFAULT_WAITS) -> SqliteStore:
@@ -272,7 +245,7 @@ class SqliteStore:
         self._readers.submit(fn, job, settle)
         return await self._queued(future, job)
 
-    async def peek(self, fn: Callable[[UnitOfWork], T]) -> T:
+    async def peek(self, fn: Callable[[UnitOfWork], T], *, alone: bool = False) -> T:
         """Run a read of a few point lookups at once, on the caller's own thread.
 
         A replay's lookup (its record, its hold) takes some 20 us of SQLite; the hop
@@ -282,6 +255,8 @@ class SqliteStore:
         waits for a lock: its connection has no busy timeout, and a read refused
         busy (a WAL being recovered after a crash) goes to a reader thread instead.
         Only for reads bounded by their keys: anything that scans goes to read().
+        ``alone``: the read is one statement, run outside a transaction
+        (adapters/store/sqlite/peeks.py; run again in one if it is not).
         """
         uow = self._peek_uow
         if uow is None:
@@ -290,9 +265,9 @@ class SqliteStore:
             # One unit of work for every peek: they run one after another on one
             # thread, each whole (nothing awaited), and its repositories are then
             # made once, not a score of objects a call.
-            uow = self._peek_uow = _PeekUnitOfWork(conn, self._max_hold)
+            uow = self._peek_uow = PeekUnitOfWork(conn, self._max_hold)
         try:
-            return fn(uow)
+            return uow.run_alone(fn) if alone else fn(uow)
         except (OperationalError, sqlite3.OperationalError):
             return await self.read(fn)
 

@@ -83,7 +83,9 @@ def known_create(
     cannot be replayed from it (not a new hold)."""
     if reply.replayed or not reply.created or reply.hold_id is None:
         return None
-    doc: dict[str, Any] = orjson.loads(reply.body)  # the hold: its attendees, resolved
+    attendees = reply.attendees  # the hold's, resolved
+    if not attendees:  # not said beside the answer: the answer holds them
+        attendees = tuple(orjson.loads(reply.body)["attendees"])
     return KnownCreate(
         tenant=tenant,
         workflow_id=workflow_id,
@@ -91,7 +93,7 @@ def known_create(
         hold_id=reply.hold_id,
         emails=tuple(sorted({a.value for a in given if a.kind == "email"})),
         ids=tuple(sorted({a.value for a in given if a.kind == "id"})),
-        attendees=frozenset(doc["attendees"]),
+        attendees=frozenset(attendees),
     )
 
 

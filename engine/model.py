@@ -272,6 +272,9 @@ class Reply:
     approval_id: str | None = None
     # On a replayed approval request: the approval's status now.
     approval_status: str | None = None
+    # On a fresh create's answer: its hold's attendee ids, which a replay of it
+    # is checked against (api/replays.py), so not read back out of ``body``.
+    attendees: tuple[str, ...] = ()
 
     @property
     def outcome(self) -> Literal["fresh", "replayed", "takeover", "completed"]:

@@ -275,7 +275,7 @@ def _create(
     uow.commit()
     return Reply(
         created=True, body=body, key=public_key(prep.key), replayed=False, hold_id=hold.id,
-        workflow_id=req.workflow_id,
+        workflow_id=req.workflow_id, attendees=hold.attendees,
     )  # fmt: skip
 
 

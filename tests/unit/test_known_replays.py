@@ -8,6 +8,7 @@ answer None so the whole path decides.
 
 from __future__ import annotations
 
+import orjson
 import pytest
 
 from slotward.api.replays import KnownCreates, known_create, sent_as, tool_call_sent_as
@@ -95,6 +96,14 @@ def test_attendees_named_by_id_and_by_email_both_count(world: World) -> None:
     _, known = known_of(world, req)
     assert (known.emails, known.ids) == (("erin@example.com",), (dave,))
     assert known_path(world, known) == whole_path(world, req)
+
+
+def test_a_fresh_create_says_its_attendees_as_its_answer_holds_them(world: World) -> None:
+    # known_create takes them from the answer's side, not by decoding its body.
+    first, known = known_of(world, request(attendees=("frank@example.com", "erin@example.com")))
+    assert first.attendees
+    assert set(first.attendees) == set(orjson.loads(first.body)["attendees"])
+    assert known.attendees == frozenset(first.attendees)
 
 
 def test_only_a_new_hold_is_known() -> None:

@@ -6,7 +6,20 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Insert, bindparam, case, delete, func, insert, or_, select, update
+import orjson
+from sqlalchemy import (
+    Insert,
+    bindparam,
+    case,
+    delete,
+    func,
+    insert,
+    literal_column,
+    null,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 
 from slotward.adapters.store import tables as t
@@ -21,11 +34,23 @@ _r = t.workflow_replays.c
 _h = t.holds.c
 _WHERE = (_w.tenant == bindparam("w_tenant"), _w.workflow_id == bindparam("w_workflow"))
 _GET = select(t.workflow_stats).where(*_WHERE)
-_GET_MANY = select(t.workflow_stats).where(
-    _w.tenant == bindparam("w_tenant"),
-    _w.workflow_id.in_(bindparam("w_workflows", expanding=True)),
-    or_(_w.replays >= bindparam("w_read_back"), _w.storm_us.is_not(None)),
-)  # the primary key (tenant, workflow_id)
+
+# SQLite: the names as one JSON array (json_each), not an IN list of a
+# parameter each: a flush reads back every workflow replayed since the last,
+# each of which bound in Python was most of the statement's time.
+_NAMES = func.json_each(bindparam("w_workflows")).table_valued("value")
+_GET_MANY = {
+    dialect: select(t.workflow_stats).where(
+        _w.tenant == bindparam("w_tenant"),
+        _w.workflow_id.in_(
+            select(_NAMES.c.value)
+            if dialect == "sqlite"
+            else bindparam("w_workflows", expanding=True)
+        ),
+        or_(_w.replays >= bindparam("w_read_back"), _w.storm_us.is_not(None)),
+    )  # the primary key (tenant, workflow_id)
+    for dialect in ("sqlite", "postgresql")
+}
 _CHUNK = 500  # workflows read back a statement: well within every driver's parameter limit
 _ADD = insert(t.workflow_stats)
 # The dashboard's: a tenant's workflows (the primary key's prefix) sorted here.
@@ -50,9 +75,12 @@ _MOVE = (
 
 def _add_replays(dialect: Any) -> Insert:
     """The workflow's row with the replays added (made if missing)."""
+    # The constants as SQL, not parameters: the rows are then bound as given,
+    # without a copy of each with the constants added (runner.py, plans.py).
     stmt = dialect.insert(t.workflow_stats).values(
         tenant=bindparam("tenant"), workflow_id=bindparam("workflow_id"),
-        replays=bindparam("count"), last_replay_us=bindparam("last_us"), storm_us=None, storms=0,
+        replays=bindparam("count"), last_replay_us=bindparam("last_us"), storm_us=null(),
+        storms=literal_column("0"),
     )  # fmt: skip
     new = stmt.excluded
     later = case(
@@ -121,6 +149,8 @@ class SqlWorkflows:
         self._db = db
         self._add_replays = _ADD_REPLAYS[db.conn.dialect.name]
         self._add_seconds = _ADD_SECONDS[db.conn.dialect.name]
+        self._get_many = _GET_MANY[db.conn.dialect.name]
+        self._names_as_json = db.conn.dialect.name == "sqlite"
 
     def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None:
         row = self._db.first(_GET, {"w_tenant": tenant, "w_workflow": workflow_id})
@@ -157,9 +187,13 @@ class SqlWorkflows:
         names = [r["workflow_id"] for r in rows]
         added: dict[str, WorkflowStats] = {}
         for start in range(0, len(names), _CHUNK):
-            chunk = {"w_tenant": tenant, "w_workflows": names[start : start + _CHUNK],
-                     "w_read_back": read_back}  # fmt: skip
-            added.update((r["workflow_id"], _stats(r)) for r in self._db.rows(_GET_MANY, chunk))
+            some: Any = names[start : start + _CHUNK]
+            if self._names_as_json:
+                some = orjson.dumps(some).decode()
+            chunk = {"w_tenant": tenant, "w_workflows": some, "w_read_back": read_back}
+            added.update(
+                (r["workflow_id"], _stats(r)) for r in self._db.rows(self._get_many, chunk)
+            )
         return added
 
     def mark_storm(self, tenant: str, workflow_id: str, at: datetime) -> None:

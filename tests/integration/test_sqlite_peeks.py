@@ -173,6 +173,17 @@ async def test_a_read_that_swallows_the_refusal_is_still_run_again(store: Sqlite
 
     assert await store.peek(careless, alone=True) == "answered from one snapshot"
 
+    def mistaken(uow: UnitOfWork) -> str:
+        with uow:
+            uow.holds.get(AGENT.tenant, hold_id)
+            try:
+                uow.holds.get(AGENT.tenant, hold_id)
+            except Exception:  # taken for "not there"
+                raise NotFound("no such hold", code="hold_not_found") from None
+            return "found in one snapshot"
+
+    assert await store.peek(mistaken, alone=True) == "found in one snapshot"
+
 
 async def test_a_read_alone_leaves_no_snapshot_open(store: SqliteStore, tmp_path: Path) -> None:
     # A statement stopped after its first row keeps its snapshot, and so the

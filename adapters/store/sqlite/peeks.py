@@ -96,12 +96,16 @@ class PeekUnitOfWork(SqlUnitOfWork):
         runner.alone, runner.ran, runner.refused = True, False, False
         try:
             found = fn(self)
-            if not runner.refused:  # else the read caught the refusal, and answered
+        except Exception:
+            if not runner.refused:  # the read's own error, or the store's (busy)
+                raise
+        else:
+            if not runner.refused:
                 return found
-        except _SecondStatement:
-            pass
         finally:
             runner.alone = False
+        # Refused: whatever the read made of that (an answer, another error) is
+        # not an answer from one snapshot.
         return fn(self)
 
     def __enter__(self) -> SqlUnitOfWork:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import pytest
 from sqlalchemy import text
 from sqlalchemy.exc import IntegrityError
 
@@ -36,15 +35,6 @@ from slotward.engine.usecases.placing import HoldRequest, place_hold
 NOW = datetime(2030, 10, 1, 9, 0, tzinfo=UTC)
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 IDS = TimeOrderedIds()
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore.open(f"sqlite:///{tmp_path / 'a.db'}", timedelta(hours=24))
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _create(
@@ -109,22 +99,22 @@ class _Gate:
         assert self.release.wait(EVENT_WAIT)
 
 
-async def _group(store: SqliteStore, calls: list[Callable[[UnitOfWork], Any]]) -> list[Any]:
+async def _group(sqlite_store: SqliteStore, calls: list[Callable[[UnitOfWork], Any]]) -> list[Any]:
     """``calls`` queued behind a gate, so that they start as one group."""
     gate = _Gate()
-    held = asyncio.create_task(store.write(gate.call))
+    held = asyncio.create_task(sqlite_store.write(gate.call))
     assert await asyncio.to_thread(gate.entered.wait, EVENT_WAIT)
-    before = store.writer_stats()
-    tasks = [asyncio.create_task(store.write(c)) for c in calls]
+    before = sqlite_store.writer_stats()
+    tasks = [asyncio.create_task(sqlite_store.write(c)) for c in calls]
     await asyncio.sleep(0)
     gate.release.set()
     await held
     answers = await asyncio.gather(*tasks, return_exceptions=True)
-    assert store.writer_stats().groups - before.groups == 1
+    assert sqlite_store.writer_stats().groups - before.groups == 1
     return answers
 
 
-def _chains(store: SqliteStore) -> dict[str, tuple[list[str], tuple[int, str]]]:
+def _chains(sqlite_store: SqliteStore) -> dict[str, tuple[list[str], tuple[int, str]]]:
     """Each tenant's actions in order and its head row, after checking the chain verifies."""
 
     def read(uow: UnitOfWork) -> dict[str, tuple[list[str], tuple[int, str]]]:
@@ -142,13 +132,13 @@ def _chains(store: SqliteStore) -> dict[str, tuple[list[str], tuple[int, str]]]:
                 found[tenant] = ([e.action for e in entries], (head[0], head[1]))
             return found
 
-    return store.run_write_sync(read)
+    return sqlite_store.run_write_sync(read)
 
 
 async def test_a_group_extends_each_chain_in_order_and_moves_its_head_once(
-    store: SqliteStore,
+    sqlite_store: SqliteStore,
 ) -> None:
-    await store.write(_create(0))  # acme's chain has its head row
+    await sqlite_store.write(_create(0))  # acme's chain has its head row
     sent: list[str] = []
     raw: list[Any] = []
 
@@ -157,10 +147,10 @@ async def test_a_group_extends_each_chain_in_order_and_moves_its_head_once(
         raw[0].set_trace_callback(sent.append)
 
     calls = [trace, _create(1), _create(2, "globex"), _create(3), _create(4, "globex"), _create(5)]
-    answers = await _group(store, calls)
+    answers = await _group(sqlite_store, calls)
     raw[0].set_trace_callback(None)
     assert all(a.created for a in answers[1:])
-    chains = _chains(store)
+    chains = _chains(sqlite_store)
     assert chains["acme"][0] == ["hold.create"] * 4
     assert chains["globex"][0] == ["hold.create"] * 2
     heads_read = [s for s in sent if "FROM audit_heads" in s]
@@ -173,79 +163,79 @@ async def test_a_group_extends_each_chain_in_order_and_moves_its_head_once(
     assert sent[-3:] == [*heads_moved, "COMMIT"]
 
 
-async def test_a_rolled_back_call_leaves_the_head_where_it_was(store: SqliteStore) -> None:
+async def test_a_rolled_back_call_leaves_the_head_where_it_was(sqlite_store: SqliteStore) -> None:
     def refuse() -> None:
         raise LookupError("refused after writing")
 
-    await store.write(_create(0))
+    await sqlite_store.write(_create(0))
     answers = await _group(
-        store,
+        sqlite_store,
         [_create(1), _create(2, then=refuse), _audited("acme", "undone", fail_after=True),
          _create(3)],
     )  # fmt: skip
     assert isinstance(answers[1], LookupError)
     assert isinstance(answers[2], LookupError)
-    actions, head = _chains(store)["acme"]
+    actions, head = _chains(sqlite_store)["acme"]
     # The second create failed after its commit (kept, as alone); "undone" was not.
     assert actions == ["hold.create"] * 4
     assert head[0] == 4
 
 
 async def test_a_call_that_committed_then_failed_keeps_what_it_committed(
-    store: SqliteStore,
+    sqlite_store: SqliteStore,
 ) -> None:
-    await store.write(_create(0))
+    await sqlite_store.write(_create(0))
     answers = await _group(
-        store,
+        sqlite_store,
         [_audited("acme", "kept", commit_first=True, fail_after=True), _create(1),
          _audited("globex", "new", commit_first=True, fail_after=True), _create(2, "globex")],
     )  # fmt: skip
     assert isinstance(answers[0], LookupError)
     assert isinstance(answers[2], LookupError)
-    chains = _chains(store)
+    chains = _chains(sqlite_store)
     assert chains["acme"][0] == ["hold.create", "kept", "hold.create"]
     assert chains["globex"][0] == ["new", "hold.create"]
 
 
-async def test_a_group_run_again_call_by_call_keeps_the_chain(store: SqliteStore) -> None:
-    await store.write(_create(0))
-    answers = await _group(store, [_create(1), _audited("acme", "a"), _clash, _create(2)])
+async def test_a_group_run_again_call_by_call_keeps_the_chain(sqlite_store: SqliteStore) -> None:
+    await sqlite_store.write(_create(0))
+    answers = await _group(sqlite_store, [_create(1), _audited("acme", "a"), _clash, _create(2)])
     assert isinstance(answers[2], IntegrityError)
     assert not isinstance(answers[0], BaseException)
     assert answers[0].created
     assert answers[1] == 3
-    actions, head = _chains(store)["acme"]
+    actions, head = _chains(sqlite_store)["acme"]
     assert actions == ["hold.create", "hold.create", "a", "hold.create"]
     assert head[0] == 4
     # and the next group starts from the rows, not from what the failed one kept
-    await _group(store, [_create(3), _create(4)])
-    assert _chains(store)["acme"][1][0] == 6
+    await _group(sqlite_store, [_create(3), _create(4)])
+    assert _chains(sqlite_store)["acme"][1][0] == 6
 
 
 async def test_another_process_between_two_groups_is_seen(
-    store: SqliteStore, tmp_path: Path
+    sqlite_store: SqliteStore, sqlite_file: Path
 ) -> None:
-    other = SqliteStore.open(f"sqlite:///{tmp_path / 'a.db'}", timedelta(hours=24))
+    other = SqliteStore.open(f"sqlite:///{sqlite_file}", timedelta(hours=24))
     try:
-        await _group(store, [_create(0), _create(1)])
+        await _group(sqlite_store, [_create(0), _create(1)])
         await _group(other, [_create(2), _create(3)])
-        await _group(store, [_create(4), _create(5)])
+        await _group(sqlite_store, [_create(4), _create(5)])
         await other.write(_create(6))
-        await _group(store, [_create(7), _audited("acme", "last")])
+        await _group(sqlite_store, [_create(7), _audited("acme", "last")])
     finally:
         await other.close()
-    actions, head = _chains(store)["acme"]
+    actions, head = _chains(sqlite_store)["acme"]
     assert actions == ["hold.create"] * 8 + ["last"]
     assert head[0] == 9
 
 
-async def test_a_refused_create_in_a_group_audits_its_refusal(store: SqliteStore) -> None:
+async def test_a_refused_create_in_a_group_audits_its_refusal(sqlite_store: SqliteStore) -> None:
     # A conflict commits its audit entry, then raises: kept, as alone.
-    await store.write(_create(0))
-    answers = await _group(store, [_create(0, workflow="other"), _create(1)])
+    await sqlite_store.write(_create(0))
+    answers = await _group(sqlite_store, [_create(0, workflow="other"), _create(1)])
     assert isinstance(answers[0], SlotwardError)
     assert isinstance(answers[1], Reply)
     assert answers[1].created
-    actions, head = _chains(store)["acme"]
+    actions, head = _chains(sqlite_store)["acme"]
     assert actions == ["hold.create"] * 3
     assert head[0] == 3

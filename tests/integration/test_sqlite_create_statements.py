@@ -10,12 +10,8 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator
-from datetime import UTC, datetime, timedelta
-from pathlib import Path
+from datetime import UTC, datetime
 from typing import Any
-
-import pytest
 
 from slotward.adapters.store.sqlite.store import SqliteStore
 from slotward.engine.clock import FixedClock, TimeOrderedIds
@@ -39,15 +35,6 @@ EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 # without them unless one of its calls leaves work to undo
 # (adapters/store/sqlite/savepoint.py).
 FRESH_CREATE_IN_A_GROUP = 9
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore.open(f"sqlite:///{tmp_path / 's.db'}", timedelta(hours=24))
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _creating(n: int) -> Any:
@@ -88,20 +75,20 @@ class _Traced:
 
 
 async def test_a_fresh_create_in_a_group_runs_its_statements_and_no_more(
-    store: SqliteStore,
+    sqlite_store: SqliteStore,
 ) -> None:
-    await store.write(_creating(0))  # the tenant's chain has its head
+    await sqlite_store.write(_creating(0))  # the tenant's chain has its head
     traced = _Traced()
-    held = asyncio.create_task(store.write(traced.gate))
+    held = asyncio.create_task(sqlite_store.write(traced.gate))
     assert await asyncio.to_thread(traced.entered.wait, EVENT_WAIT)
-    before = store.writer_stats()
+    before = sqlite_store.writer_stats()
     calls = [_creating(1), traced.start, _creating(2), traced.stop]
-    tasks = [asyncio.create_task(store.write(c)) for c in calls]
+    tasks = [asyncio.create_task(sqlite_store.write(c)) for c in calls]
     await asyncio.sleep(0)  # each puts its call in the writer's queue
     traced.release.set()
     await held
     replies = await asyncio.gather(*tasks)
-    assert store.writer_stats().groups - before.groups == 1  # they ran as one group
+    assert sqlite_store.writer_stats().groups - before.groups == 1  # they ran as one group
     assert replies[0].created
     assert replies[2].created
     statements = [s for s in traced.sent if s.strip()]
@@ -109,11 +96,11 @@ async def test_a_fresh_create_in_a_group_runs_its_statements_and_no_more(
     assert len(statements) == FRESH_CREATE_IN_A_GROUP, "\n".join(statements)
 
 
-async def test_the_writers_savepoint_journals_stay_in_memory(store: SqliteStore) -> None:
+async def test_the_writers_savepoint_journals_stay_in_memory(sqlite_store: SqliteStore) -> None:
     # A create's savepoint journals some 35 pages: spilled to a temporary file
     # (sqlite3 spills past 64 KiB unless temp_store is MEMORY) that was two
     # write() calls a page, more system calls than the group's COMMIT made.
     def temp_store(uow: UnitOfWork) -> int:
         return int(uow._conn.exec_driver_sql("PRAGMA temp_store").scalar_one())  # type: ignore[attr-defined]
 
-    assert await store.write(temp_store) == 2  # MEMORY
+    assert await sqlite_store.write(temp_store) == 2  # MEMORY

@@ -11,9 +11,9 @@ The statements are caught by sqlite3's own trace.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -42,15 +42,6 @@ AGENT = Principal("acme", "agent-a", "agent", 50)
 _ALL_HOLDS = select(tables.holds.c.id)
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore.open(f"sqlite:///{tmp_path / 's.db'}", timedelta(hours=24))
-    try:
-        yield opened
-    finally:
-        await opened.close()
-
-
 def _request(n: int) -> HoldRequest:
     return HoldRequest(
         principal=AGENT, workflow_id=f"wf-{n}", step=None,
@@ -60,9 +51,9 @@ def _request(n: int) -> HoldRequest:
     )  # fmt: skip
 
 
-async def _create(store: SqliteStore, n: int) -> Reply:
+async def _create(sqlite_store: SqliteStore, n: int) -> Reply:
     req, clock, ids = _request(n), FixedClock(NOW), TimeOrderedIds()
-    return await store.write(
+    return await sqlite_store.write(
         lambda uow: place_hold(uow, req, Policy(), clock, ids, external=ExternalPolicy())
     )
 
@@ -91,18 +82,18 @@ def _kind(statement: str) -> str:
 
 
 async def test_a_known_replay_peeked_alone_is_one_select_and_answers_as_in_a_transaction(
-    store: SqliteStore,
+    sqlite_store: SqliteStore,
 ) -> None:
-    first = await _create(store, 0)
+    first = await _create(sqlite_store, 0)
     known = known_create(AGENT.tenant, "wf-0", _request(0).attendees, first)
     assert known is not None
     read = partial(replay_known, known=known, now=NOW)
-    raw = await store.peek(_driver)
+    raw = await sqlite_store.peek(_driver)
     with _traced(raw) as sent:
-        alone = await store.peek(read, alone=True)
+        alone = await sqlite_store.peek(read, alone=True)
     assert [_kind(s) for s in sent] == ["SELECT"], sent
     with _traced(raw) as sent:
-        wrapped = await store.peek(read)
+        wrapped = await sqlite_store.peek(read)
     assert [_kind(s) for s in sent] == ["BEGIN", "SELECT", "ROLLBACK"], sent
     assert alone is not None
     assert alone == wrapped
@@ -111,26 +102,26 @@ async def test_a_known_replay_peeked_alone_is_one_select_and_answers_as_in_a_tra
     assert alone.hold_status == "held"
 
 
-async def test_a_hold_peeked_alone_is_one_select_found_or_not(store: SqliteStore) -> None:
-    hold_id = _hold_id(await _create(store, 1))
-    raw = await store.peek(_driver)
+async def test_a_hold_peeked_alone_is_one_select_found_or_not(sqlite_store: SqliteStore) -> None:
+    hold_id = _hold_id(await _create(sqlite_store, 1))
+    raw = await sqlite_store.peek(_driver)
     with _traced(raw) as sent:
-        doc = await store.peek(
+        doc = await sqlite_store.peek(
             partial(reads.get_hold, principal=AGENT, hold_id=hold_id, now=NOW), alone=True
         )
     assert doc["id"] == hold_id
     with pytest.raises(NotFound):
-        await store.peek(
+        await sqlite_store.peek(
             partial(reads.get_hold, principal=AGENT, hold_id="hold_nope", now=NOW), alone=True
         )
     assert [_kind(s) for s in sent] == ["SELECT"], sent
 
 
 async def test_a_read_of_two_statements_said_alone_runs_again_in_one_snapshot(
-    store: SqliteStore, tmp_path: Path
+    sqlite_store: SqliteStore, sqlite_file: Path
 ) -> None:
-    hold_id = _hold_id(await _create(store, 2))
-    other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    hold_id = _hold_id(await _create(sqlite_store, 2))
+    other = sqlite3.connect(sqlite_file, isolation_level=None)
     runs: list[tuple[int, int]] = []
 
     def two_reads(uow: UnitOfWork) -> tuple[int, int]:
@@ -145,10 +136,10 @@ async def test_a_read_of_two_statements_said_alone_runs_again_in_one_snapshot(
         runs.append((before.priority, after.priority))
         return runs[-1]
 
-    raw = await store.peek(_driver)
+    raw = await sqlite_store.peek(_driver)
     try:
         with _traced(raw) as sent:
-            found = await store.peek(two_reads, alone=True)
+            found = await sqlite_store.peek(two_reads, alone=True)
     finally:
         other.close()
     # Its first statement alone, refused at its second; then all of it in a transaction.
@@ -159,8 +150,10 @@ async def test_a_read_of_two_statements_said_alone_runs_again_in_one_snapshot(
     assert found == (51, 51)
 
 
-async def test_a_read_that_swallows_the_refusal_is_still_run_again(store: SqliteStore) -> None:
-    hold_id = _hold_id(await _create(store, 3))
+async def test_a_read_that_swallows_the_refusal_is_still_run_again(
+    sqlite_store: SqliteStore,
+) -> None:
+    hold_id = _hold_id(await _create(sqlite_store, 3))
 
     def careless(uow: UnitOfWork) -> str:
         with uow:
@@ -171,7 +164,7 @@ async def test_a_read_that_swallows_the_refusal_is_still_run_again(store: Sqlite
                 return "answered from half a read"
             return "answered from one snapshot"
 
-    assert await store.peek(careless, alone=True) == "answered from one snapshot"
+    assert await sqlite_store.peek(careless, alone=True) == "answered from one snapshot"
 
     def mistaken(uow: UnitOfWork) -> str:
         with uow:
@@ -182,21 +175,23 @@ async def test_a_read_that_swallows_the_refusal_is_still_run_again(store: Sqlite
                 raise NotFound("no such hold", code="hold_not_found") from None
             return "found in one snapshot"
 
-    assert await store.peek(mistaken, alone=True) == "found in one snapshot"
+    assert await sqlite_store.peek(mistaken, alone=True) == "found in one snapshot"
 
 
-async def test_a_read_alone_leaves_no_snapshot_open(store: SqliteStore, tmp_path: Path) -> None:
+async def test_a_read_alone_leaves_no_snapshot_open(
+    sqlite_store: SqliteStore, sqlite_file: Path
+) -> None:
     # A statement stopped after its first row keeps its snapshot, and so the
     # WAL, until the cursor runs again: alone, first() reads to the end.
     for n in range(4, 7):
-        await _create(store, n)
+        await _create(sqlite_store, n)
 
     def first_of_many(uow: UnitOfWork) -> object:
         with uow:
             return uow._db.first(_ALL_HOLDS)  # type: ignore[attr-defined]
 
-    assert await store.peek(first_of_many, alone=True) is not None
-    other = sqlite3.connect(tmp_path / "s.db", isolation_level=None)
+    assert await sqlite_store.peek(first_of_many, alone=True) is not None
+    other = sqlite3.connect(sqlite_file, isolation_level=None)
     try:
         busy, _, _ = other.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     finally:

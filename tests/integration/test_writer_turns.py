@@ -12,11 +12,7 @@ import fcntl
 import os
 import select
 import sys
-from collections.abc import AsyncIterator
-from datetime import timedelta
 from pathlib import Path
-
-import pytest
 
 from slotward.adapters.store.sqlite.store import SqliteStore
 from slotward.adapters.store.sqlite.turns import WriterTurn, turn_file
@@ -24,15 +20,6 @@ from slotward.engine.ports import UnitOfWork
 
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 STILL = 0.3  # how long a blocked write is watched not to run
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore.open(f"sqlite:///{tmp_path / 't.db'}", timedelta(hours=24))
-    try:
-        yield opened
-    finally:
-        await opened.close()
 
 
 def _taken(database: Path) -> bool:
@@ -54,31 +41,31 @@ def _note(uow: UnitOfWork, seen: list[str]) -> None:
 
 
 async def test_a_write_holds_the_turn_over_its_transaction(
-    store: SqliteStore, tmp_path: Path
+    sqlite_store: SqliteStore, sqlite_file: Path
 ) -> None:
-    database = tmp_path / "t.db"
+    database = sqlite_file
 
     def look(uow: UnitOfWork) -> bool:
         with uow:
             uow.commit()
         return _taken(database)
 
-    assert await store.write(look) is True
+    assert await sqlite_store.write(look) is True
     assert _taken(database) is False  # given back before the answer
 
 
 async def test_a_write_waits_for_another_process_turn_until_it_ends(
-    store: SqliteStore, tmp_path: Path
+    sqlite_store: SqliteStore, sqlite_file: Path
 ) -> None:
     holder = await asyncio.create_subprocess_exec(
-        sys.executable, "-c", _HOLD, str(turn_file(tmp_path / "t.db")),
+        sys.executable, "-c", _HOLD, str(turn_file(sqlite_file)),
         stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
     )  # fmt: skip
     try:
         assert holder.stdout is not None
         assert await asyncio.wait_for(holder.stdout.readline(), EVENT_WAIT) == b"held\n"
         seen: list[str] = []
-        write = asyncio.ensure_future(store.write(lambda uow: _note(uow, seen)))
+        write = asyncio.ensure_future(sqlite_store.write(lambda uow: _note(uow, seen)))
         await asyncio.sleep(STILL)
         assert not write.done()  # waiting its turn ...
         assert seen == []  # ... not run

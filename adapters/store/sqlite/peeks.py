@@ -47,11 +47,14 @@ class _PeekRunner(DriverRunner):
         self.ran = False  # its one statement has run
         self.refused = False  # it reached a second one (even if the read caught the error)
 
+    def _refuse(self) -> _SecondStatement:
+        self.refused = True
+        return _SecondStatement()
+
     def _run(self, stmt: Executable, params: Params | None) -> Any:
         if self.alone:
             if self.ran:
-                self.refused = True
-                raise _SecondStatement
+                raise self._refuse()
             self.ran = True
         return super()._run(stmt, params)
 
@@ -65,14 +68,12 @@ class _PeekRunner(DriverRunner):
 
     def dynamic(self, stmt: Executable) -> list[Row]:
         if self.alone:  # SQLAlchemy's execute would begin a transaction of its own
-            self.refused = True
-            raise _SecondStatement
+            raise self._refuse()
         return super().dynamic(stmt)
 
     def sql(self, statement: str) -> None:
         if self.alone:
-            self.refused = True
-            raise _SecondStatement
+            raise self._refuse()
         super().sql(statement)
 
 

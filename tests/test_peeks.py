@@ -23,6 +23,15 @@ ALLOWED = {
     "executions.get_execution": "a ledger record by its primary key",
 }
 
+# The peeks run ``alone`` (one statement, no transaction around it:
+# adapters/store/sqlite/peeks.py), each with the test that pins its one statement.
+# One that is not one statement runs its first statement twice: a cost, not a
+# fault, so only a list makes it a decision.
+ALONE = {
+    "replay_known": "tests/e2e/test_known_replay_cost.py, tests/integration/test_sqlite_peeks.py",
+    "reads.get_hold": "tests/integration/test_sqlite_peeks.py",
+}
+
 
 def _peeked(call: ast.Call) -> str:
     """The name of the read a ``peek(...)`` call runs: its argument, or partial's first."""
@@ -32,8 +41,8 @@ def _peeked(call: ast.Call) -> str:
     return ast.unparse(arg)
 
 
-def _peeks() -> dict[str, str]:
-    found: dict[str, str] = {}
+def _peek_calls() -> list[tuple[ast.Call, str]]:
+    found: list[tuple[ast.Call, str]] = []
     for path in sorted((ROOT / "api").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if (
@@ -42,8 +51,16 @@ def _peeks() -> dict[str, str]:
                 and node.func.attr == "peek"
                 and ast.unparse(node.func.value) == "svc"
             ):
-                found[_peeked(node)] = f"{path.relative_to(ROOT)}:{node.lineno}"
+                found.append((node, f"{path.relative_to(ROOT)}:{node.lineno}"))
     return found
+
+
+def _peeks() -> dict[str, str]:
+    return {_peeked(call): where for call, where in _peek_calls()}
+
+
+def _alone(call: ast.Call) -> bool:
+    return any(k.arg == "alone" and ast.unparse(k.value) != "False" for k in call.keywords)
 
 
 def test_every_peek_runs_a_listed_key_bounded_read() -> None:
@@ -51,3 +68,12 @@ def test_every_peek_runs_a_listed_key_bounded_read() -> None:
     unlisted = {name: where for name, where in found.items() if name not in ALLOWED}
     assert not unlisted, f"a peek blocks the event loop; list it if key-bounded: {unlisted}"
     assert set(found) == set(ALLOWED), "a listed peek is gone: take it off the list"
+
+
+def test_every_peek_run_alone_is_listed_with_its_test() -> None:
+    alone = {_peeked(call): where for call, where in _peek_calls() if _alone(call)}
+    unlisted = {name: where for name, where in alone.items() if name not in ALONE}
+    assert not unlisted, (
+        f"a peek run alone must be one statement; list it with its test: {unlisted}"
+    )
+    assert set(alone) == set(ALONE), "a listed peek no longer runs alone: take it off the list"

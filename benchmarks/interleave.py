@@ -8,14 +8,20 @@ A B B A A B B A (each side as often first as second), both servers up the
 whole time, each on its own database, only one of them driven at a time.
 
 Each side is then put back together (:func:`merged`): its calls, its
-latencies, its seconds of work; and its server's CPU read over its whole span,
-from its first slice's start to its last slice's end. The span holds the
-other side's slices, so whatever a server does after answering (slotward's
-relay, its storm watch) is its own wherever it falls, and so is its idle
-background while the other side runs (some 7 ms a second for slotward,
-about none for the reference): an error against the server that has one.
-Only each side's last slice waits ``settle_seconds`` (benchmarks/baseline.py)
-after its last answer; the span counts the others' tails.
+latencies, its seconds of work; and its server's CPU read over the whole run,
+the same span for both: from the first slice's start to the last slice's end,
+whichever side's they are. The side that does not start the run opens it with
+an empty phase (no calls: a reading of its server's CPU), and the side that
+does not end it closes it with one. The span holds the other side's slices,
+so whatever a server does after answering (slotward's relay, its storm watch)
+is its own wherever it falls, and so is its idle background while the other
+side runs (some 8 ms a second for slotward, about none for the reference): an
+error against the server that has one, but the same for two slotwards
+(``bench pair``). Spans of each side's own first and last slice gave the side
+that starts and ends the run two slices and a settle more of idle background:
+two copies of the same code read "after" as up to some 4% cheaper. Only each
+side's last slice waits ``settle_seconds`` (benchmarks/baseline.py) after its
+last answer; the span counts the others' tails.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ __all__ = ["MIN_SLICE", "SLICES", "in_turns", "merged", "slices_for", "split"]
 SLICES = 4  # a side's slices: two first, two second
 MIN_SLICE = 500  # calls: a shorter run is cut in fewer slices (each ramps up and down)
 _SEP = "#"
+_OPEN, _CLOSE = "open", "close"  # the empty phases that read a server at the run's ends
 
 
 def slices_for(requests: int) -> int:
@@ -44,7 +51,10 @@ def in_turns(first: Phase, second: Phase, slices: int) -> list[Phase]:
 
     Their tasks are cut in order into slices of (nearly) equal length; a
     slice is named ``<name>#<i>``. Every slice but each side's last waits for
-    nothing after its last answer (``settle_seconds`` 0).
+    nothing after its last answer (``settle_seconds`` 0). The run begins with
+    ``<second>#open`` and ends with ``<first>#close`` or ``<second>#close``
+    (whichever side's slice is not last): phases without calls, which read
+    that side's server at the run's ends, so both sides' CPU spans the run.
     """
     if slices < 1:
         raise ValueError("slices must be at least 1")
@@ -52,7 +62,16 @@ def in_turns(first: Phase, second: Phase, slices: int) -> list[Phase]:
     order: list[Phase] = []
     for i in range(slices):
         order += (a[i], b[i]) if i % 2 == 0 else (b[i], a[i])
-    return order
+    not_last = first if order[-1] is b[-1] else second
+    return [_mark(second, _OPEN), *order, _mark(not_last, _CLOSE)]
+
+
+def _mark(spec: Phase, end: str) -> Phase:
+    return {**spec, "name": f"{spec['name']}{_SEP}{end}", "tasks": [], "settle_seconds": 0}
+
+
+def _is_mark(answer: Mapping[str, Any]) -> bool:
+    return str(answer["name"]).rpartition(_SEP)[2] in (_OPEN, _CLOSE)
 
 
 def _cut(spec: Phase, slices: int) -> list[Phase]:
@@ -81,8 +100,9 @@ def split(phases: Sequence[Mapping[str, Any]]) -> dict[str, list[Mapping[str, An
 def merged(name: str, slices: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """One side's slices (in run order) as one phase's answer (benchmarks/loadgen.py).
 
-    ``server_cpu_seconds`` is read over the whole span (the module's docstring);
-    None when any slice has no reading.
+    ``server_cpu_seconds`` is read over the whole span (the module's docstring),
+    its ends the run's own when the side has their empty phases; None when any
+    slice has no reading. The empty phases count in nothing else.
     """
     if not slices:
         raise ValueError("no slices to merge")
@@ -92,24 +112,27 @@ def merged(name: str, slices: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     spanned = None  # first and last are tested apart for the type checker's sake
     if first is not None and last is not None and None not in starts and None not in ends:
         spanned = float(last) - float(first)
+    runs = [s for s in slices if not _is_mark(s)]
+    if not runs:
+        raise ValueError("no slices to merge, only the run's ends")
     return {
         "name": name,
-        "slices": len(slices),
-        "requests": sum(int(s["requests"]) for s in slices),
-        "seconds": sum(float(s["seconds"]) for s in slices),
-        "latencies_ms": sorted(x for s in slices for x in s["latencies_ms"]),
-        "statuses": _summed(s["statuses"] for s in slices),
-        "errors": sum(int(s["errors"]) for s in slices),
-        "error_samples": [x for s in slices for x in s["error_samples"]],
-        "skipped": sum(int(s["skipped"]) for s in slices),
-        "replayed": sum(int(s["replayed"]) for s in slices),
-        "codes": _summed(s["codes"] for s in slices),
-        "cpu_seconds": sum(float(s["cpu_seconds"]) for s in slices),
+        "slices": len(runs),
+        "requests": sum(int(s["requests"]) for s in runs),
+        "seconds": sum(float(s["seconds"]) for s in runs),
+        "latencies_ms": sorted(x for s in runs for x in s["latencies_ms"]),
+        "statuses": _summed(s["statuses"] for s in runs),
+        "errors": sum(int(s["errors"]) for s in runs),
+        "error_samples": [x for s in runs for x in s["error_samples"]],
+        "skipped": sum(int(s["skipped"]) for s in runs),
+        "replayed": sum(int(s["replayed"]) for s in runs),
+        "codes": _summed(s["codes"] for s in runs),
+        "cpu_seconds": sum(float(s["cpu_seconds"]) for s in runs),
         "server_cpu_seconds": spanned,
         "server_cpu_start": first,
         "server_cpu_end": last,
-        "stopped_early": any(bool(s["stopped_early"]) for s in slices),
-        "records": [r for s in slices for r in s["records"]],
+        "stopped_early": any(bool(s["stopped_early"]) for s in runs),
+        "records": [r for s in runs for r in s["records"]],
     }
 
 

@@ -28,11 +28,13 @@ def _answer(name: str, *, requests: int, start: float, end: float, **more: Any) 
 def test_slices_run_a_b_b_a_and_each_side_keeps_its_calls_in_order() -> None:
     turns = in_turns(_phase("creates", 10), _phase("reference", 10), 4)
     assert [t["name"] for t in turns] == [
+        "reference#open",
         "creates#0", "reference#0", "reference#1", "creates#1",
         "creates#2", "reference#2", "reference#3", "creates#3",
+        "reference#close",
     ]  # fmt: skip
     for side in ("creates", "reference"):
-        mine = [t for t in turns if t["name"].startswith(side)]
+        mine = [t for t in turns if t["name"].startswith(side) and t["tasks"]]
         assert [len(t["tasks"]) for t in mine] == [2, 3, 2, 3]
         sent = [c["body"]["n"] for t in mine for task in t["tasks"] for step in task for c in step]
         assert sent == list(range(10))  # every call once, in order
@@ -42,8 +44,9 @@ def test_slices_run_a_b_b_a_and_each_side_keeps_its_calls_in_order() -> None:
 
 def test_one_slice_is_the_two_phases_one_after_the_other() -> None:
     turns = in_turns(_phase("creates", 3), _phase("reference", 3), 1)
-    assert [(t["name"], len(t["tasks"]), "settle_seconds" in t) for t in turns] == [
-        ("creates#0", 3, False), ("reference#0", 3, False),
+    assert [(t["name"], len(t["tasks"]), t.get("settle_seconds")) for t in turns] == [
+        ("reference#open", 0, 0), ("creates#0", 3, None), ("reference#0", 3, None),
+        ("creates#close", 0, 0),
     ]  # fmt: skip
     with pytest.raises(ValueError, match="at least 1"):
         in_turns(_phase("creates", 3), _phase("reference", 3), 0)
@@ -74,6 +77,30 @@ def test_merged_adds_the_slices_up_and_reads_the_cpu_over_the_whole_span() -> No
     assert creates["codes"] == {"slot_conflict": 1}
     assert creates["records"] == ["creates#0", "creates#1"]
     assert merged("reference", sides["reference"])["server_cpu_seconds"] == pytest.approx(0.4)
+
+
+def test_both_sides_cpu_spans_the_whole_run() -> None:
+    """Each server's CPU is read from the run's first slice to its last: the same
+    span for both, so an idle background counts the same on either side."""
+    turns = in_turns(_phase("before", 4), _phase("after", 4), 2)
+    assert [t["name"] for t in turns] == [
+        "after#open", "before#0", "after#0", "after#1", "before#1", "after#close",
+    ]  # fmt: skip
+    # Two servers busy alike, 1 CPU second per second of the run, whoever is
+    # driven: a slice takes 1 s, an empty phase none; the readings the clock's.
+    answers, clock = [], 0.0
+    for t in turns:
+        took = 1.0 if t["tasks"] else 0.0
+        answers.append(_answer(t["name"], requests=len(t["tasks"]), start=clock, end=clock + took))
+        clock += took
+    sides = split(answers)
+    before, after = merged("before", sides["before"]), merged("after", sides["after"])
+    assert before["server_cpu_seconds"] == after["server_cpu_seconds"] == pytest.approx(4.0)
+    assert (before["requests"], before["slices"], before["seconds"]) == (4, 2, 2.0)
+    assert (after["requests"], after["slices"], after["seconds"]) == (4, 2, 2.0)
+    assert after["records"] == ["after#0", "after#1"]
+    with pytest.raises(ValueError, match="only the run's ends"):
+        merged("after", [answers[0]])
 
 
 def test_a_slice_without_a_reading_leaves_the_cpu_unknown() -> None:

@@ -199,7 +199,7 @@ def _checked(doc: object) -> Any:
         raise _NotPlain
     if kind is list:
         return [_checked(v) for v in doc]  # type: ignore[attr-defined]
-    if isinstance(doc, Mapping):
+    if kind is dict or isinstance(doc, Mapping):  # a dict without the ABC's check
         out = {}
         for k, v in doc.items():
             # An ASCII key (isascii is one C call) never reaches beyond U+FFFF.

@@ -201,7 +201,7 @@ def _checked(doc: object) -> Any:
         return [_checked(v) for v in doc]  # type: ignore[attr-defined]
     if kind is dict or isinstance(doc, Mapping):  # a dict without the ABC's check
         out = {}
-        for k, v in doc.items():
+        for k, v in doc.items():  # type: ignore[attr-defined]  # a dict or a Mapping
             # An ASCII key (isascii is one C call) never reaches beyond U+FFFF.
             if type(k) is not str or (not k.isascii() and k and max(k) > "\uffff"):
                 raise _NotPlain

@@ -184,36 +184,44 @@ _WALL_CLOCK = SystemClock()
 # What one write(2) to a pipe may carry and stay whole beside other processes'
 # writes to it (POSIX PIPE_BUF, 4096 on Linux): `serve --workers N` shares stderr.
 ATOMIC_WRITE = 4096
+# A line of log_fields waiting for its turn's end: its formatter and what
+# fields_line takes (created, level name, logger name, msg, fields).
+_Line = tuple[JsonFormatter | TextFormatter, float, str, str, str, dict[str, Any]]
 
 
 class _SlotwardHandler(logging.StreamHandler[IO[str]]):
     """The handler configure_logging installs, so a second call replaces it.
 
-    Lines of :func:`log_fields` written on an event loop are written at the end
-    of the loop's turn, that turn's together, whole lines of up to
-    ``ATOMIC_WRITE`` bytes a write: the answers of a group of creates settle in
-    one turn, and each line's own ``write`` and flush cost more than its
-    formatting. Whatever else is written (a record, a line off the
+    Lines of :func:`log_fields` written on an event loop are formatted and
+    written at the end of the loop's turn, that turn's together, whole lines of
+    up to ``ATOMIC_WRITE`` bytes a write: the answers of a group of creates
+    settle in one turn, and each line's own ``write`` and flush cost more than
+    its formatting (formatted together too, creates cost some 3% less server
+    CPU: docs/performance.md, eleventh pass). A line that cannot be formatted
+    is reported as ``emit`` reports one, and the others are written. Whatever
+    else is written (a record, a line off the
     loop, a flush, the handler's close at exit) writes them first, so lines keep
     their order. A process killed within a turn loses that turn's lines only.
     """
 
     def __init__(self, stream: IO[str]) -> None:
         super().__init__(stream)
-        self._pending: list[str] = []
+        self._pending: list[_Line] = []
         self._drain_on: asyncio.AbstractEventLoop | None = None  # where a drain is due
 
     def emit_fields(self, logger: logging.Logger, level: int, msg: str,
                     fields: dict[str, Any]) -> None:  # fmt: skip
-        """Write the line ``emit`` would for such a record, without making one."""
+        """Write the line ``emit`` would for such a record, without making one.
+
+        The line is formatted when it is written (the class's docstring):
+        ``fields`` must not change meanwhile.
+        """
         formatter = self.formatter
         try:
             # _direct only hands over a handler with configure_logging's formatter.
             assert isinstance(formatter, (JsonFormatter, TextFormatter))
             created = _WALL_CLOCK.now().timestamp()  # as a LogRecord's, the wall clock
-            line = formatter.fields_line(
-                created, logging.getLevelName(level), logger.name, msg, fields
-            )
+            line = (formatter, created, logging.getLevelName(level), logger.name, msg, fields)
             try:
                 loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
             except RuntimeError:
@@ -244,10 +252,15 @@ class _SlotwardHandler(logging.StreamHandler[IO[str]]):
         at a time (a line longer alone); the caller holds the lock."""
         if not self._pending:
             return
-        lines, self._pending = self._pending, []
+        waiting, self._pending = self._pending, []
         chunk: list[str] = []
         size = 0
-        for line in lines:
+        for formatter, created, level, name, msg, fields in waiting:
+            try:
+                line = formatter.fields_line(created, level, name, msg, fields)
+            except Exception:  # as emit does: this line is lost, not the others
+                self.handleError(logging.makeLogRecord({"name": name, "msg": msg}))
+                continue
             # One more byte for the newline; an ASCII line's length is its size.
             length = (len(line) if line.isascii() else len(line.encode())) + 1
             if chunk and size + length > ATOMIC_WRITE:

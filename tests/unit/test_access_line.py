@@ -237,3 +237,26 @@ async def test_a_turns_lines_go_in_whole_lines_of_at_most_a_pipes_atomic_write()
         assert text.endswith("\n")
         size = len(text.encode())
         assert size <= ATOMIC_WRITE or text.count("\n") == 1, size
+
+
+class _Unprintable:
+    def __str__(self) -> str:
+        raise RuntimeError("cannot be shown")
+
+
+async def test_a_line_that_cannot_be_formatted_is_lost_alone(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Lines are formatted when the turn's are written: one that fails there is
+    reported on stderr, as emit reports it, and the others of the turn are written."""
+    stream = io.StringIO()
+    _ours_alone(stream)
+    access = logging.getLogger("slotward.access")
+    log_fields(access, logging.INFO, "before", FIELDS)
+    log_fields(access, logging.INFO, "broken", {**FIELDS, "odd": _Unprintable()})
+    log_fields(access, logging.INFO, "after", FIELDS)
+    await asyncio.sleep(0)
+    assert _logged(stream) == ["before", "after"]
+    reported = capsys.readouterr().err
+    assert "--- Logging error ---" in reported
+    assert "cannot be shown" in reported

@@ -18,10 +18,11 @@ is its own wherever it falls, and so is its idle background while the other
 side runs (some 8 ms a second for slotward, about none for the reference): an
 error against the server that has one, but the same for two slotwards
 (``bench pair``). Spans of each side's own first and last slice gave the side
-that starts and ends the run two slices and a settle more of idle background:
-two copies of the same code read "after" as up to some 4% cheaper. Only each
-side's last slice waits ``settle_seconds`` (benchmarks/baseline.py) after its
-last answer; the span counts the others' tails.
+that starts and ends the run two slices and a settle more of idle background,
+and ``bench pair`` read "after" as some 4% cheaper than it was
+(docs/performance.md, eleventh pass). Only each side's last slice waits
+``settle_seconds`` (benchmarks/baseline.py) after its last answer; the span
+counts the others' tails.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Measure slotward against baselines measured in the same run, and check it.
         [--db sqlite|postgresql://...]
         [--workers N] [--concurrency C] [--requests N] [--seconds S]
         [--json PATH] [--plot PATH]
-    slotward bench pair --before DIR [--after DIR] [--db ...] [--requests N] ...
+    slotward bench pair --before DIR [--after DIR] [--runs N] [--db ...] [--requests N] ...
         (this tree's slotward against another's, in turns; docs/performance.md)
     slotward bench chaos --agents N --intents M [--db ...] [--workers W]
         [--kill-every S] [--seed K] [--json PATH]          (docs/chaos.md)
@@ -88,6 +88,14 @@ def add_bench_parser(commands: argparse._SubParsersAction[argparse.ArgumentParse
         type=Path,
         metavar="DIR",
         help="the other tree (default: the one this slotward runs from)",
+    )
+    pair.add_argument(
+        "--runs",
+        type=int,
+        default=1,
+        metavar="N",
+        help="run the pair N times, every second run with the trees swapped, and read "
+        "the change's effect apart from the bench's own lean (default 1: one run)",
     )
     _chaos(kinds)
     calendar = kinds.choices["providers"]
@@ -251,6 +259,10 @@ def _dispatch(args: argparse.Namespace, settings: Settings) -> Outcome:
 
         return providers(settings, events=args.events, series=args.series)
     if args.bench == "pair":
+        if args.runs != 1:
+            from slotward.benchmarks.pair_runs import pair_runs
+
+            return pair_runs(settings, args.before, args.after, args.runs)
         from slotward.benchmarks.pair import pair
 
         return pair(settings, args.before, args.after)

@@ -71,3 +71,50 @@ def test_pair_refuses_a_tree_without_slotward(tmp_path: Path) -> None:
     assert done.returncode == 2, done.stdout + done.stderr
     assert f"--before {tmp_path}: no slotward package there" in done.stderr
     assert not list(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def _effect(done: subprocess.CompletedProcess[str], what: str) -> tuple[float, float]:
+    """The e and b of the effect note on ``what``."""
+    notes = [n for n in done.stdout.splitlines() if n.startswith(f"note: {what}: --after's")]
+    assert len(notes) == 1, done.stdout
+    return float(notes[0].split("e = ")[1].split()[0]), float(notes[0].split("b = ")[1].split()[0])
+
+
+def test_pair_runs_both_ways_round_and_reads_the_effect_apart_from_the_lean(
+    tmp_path: Path,
+) -> None:
+    before = _copy_of_this_tree(tmp_path / "before")
+    out = tmp_path / "out.json"
+    done = subprocess.run(
+        [*BENCH, "pair", "--before", str(before), "--runs", "2", "--requests", "200",
+         "--concurrency", "8", "--json", str(out)],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    found = _measured(done, out)
+    assert list(found) == [
+        f"{run}:{side}-{what}"
+        for run in ("1", "2~")
+        for what in ("creates", "replays")
+        for side in ("before", "after")
+    ]
+    swapped = "run 2~ (swapped: its before is --after's tree)"
+    for said in ("run 1", swapped):
+        for side in ("before", "after"):
+            checked = [n for n in done.stdout.splitlines()
+                       if n.startswith(f"note: {said}: history ({side}): ")]  # fmt: skip
+            assert len(checked) == 1, done.stdout
+            assert checked[0].endswith(" 0 violations"), checked
+    for what in ("creates", "replays"):
+        e, b = _effect(done, what)
+        # A run as given reads e * b; swapped, b / e (benchmarks/pair_runs.py).
+        given = found[f"1:after-{what}"]["cpu_ratio_to_before"]
+        back = found[f"2~:after-{what}"]["cpu_ratio_to_before"]
+        assert e * b == pytest.approx(given, rel=0.01)
+        assert b / e == pytest.approx(back, rel=0.01)
+
+
+def test_pair_runs_refuses_a_count_that_cannot_be_read_both_ways(tmp_path: Path) -> None:
+    done = subprocess.run([*BENCH, "pair", "--before", str(own_tree()), "--runs", "0"],
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "--runs is 1, or at least 2" in done.stderr

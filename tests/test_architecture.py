@@ -111,6 +111,7 @@ def test_policy_time_comes_from_the_service_clock() -> None:
     cache's tests once slept."""
     allowed = {ROOT / "api" / n for n in ("http/telemetry.py", "ledger.py", "approvals.py")}
     allowed.add(ROOT / "adapters" / "store" / "postgres" / "pool.py")  # a socket's idle time
+    allowed.add(ROOT / "api" / "http" / "front.py")  # a connection's head and idle time, latency
     readers = {"time.monotonic", "time.monotonic_ns", "time.perf_counter", "loop.time"}
     for folder in SOURCE_DIRS:
         for path in _modules(folder):
@@ -227,10 +228,12 @@ def test_errors_become_responses_in_one_place() -> None:
             literals = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant)}
             assert "application/problem+json" not in literals, f"{path} builds problems itself"
             # app.py installs the middleware; edges.py answers before it runs;
-            # tool_handlers.py puts each call's problem of a batch in its body,
-            # and mcp/results.py each MCP tool error's, as problems.problem_document
-            # builds it.
-            allowed = ("http/app.py", "http/edges.py", "http/tool_handlers.py", "mcp/results.py")
+            # front.py answers the calls it serves as the middleware would (its
+            # problem_of); tool_handlers.py puts each call's problem of a batch in
+            # its body, and mcp/results.py each MCP tool error's, as
+            # problems.problem_document builds it.
+            allowed = ("http/app.py", "http/edges.py", "http/front.py", "http/tool_handlers.py",
+                       "mcp/results.py")  # fmt: skip
             if f"{path.parent.name}/{path.name}" not in allowed:
                 assert "slotward.api.http.problems" not in _imports(path), f"{path} builds problems"
 

@@ -42,7 +42,10 @@ from typing import Any, cast
 from aiohttp import hdrs, web
 from aiohttp.http_exceptions import HttpProcessingError
 
+from slotward.api.bootstrap import Services
 from slotward.api.config import Config
+from slotward.api.http.context import SERVICES
+from slotward.api.http.front import Front
 from slotward.api.http.problems import (
     early_http_problem,
     internal_error,
@@ -80,13 +83,14 @@ class _EdgeRunner(web.AppRunner):
 
     async def _make_server(self) -> web.Server:
         plain = await super()._make_server()  # the app started, its handler and request factory
-        return _EdgeServer(plain, self._config)
+        return _EdgeServer(plain, self._config, self.app.get(SERVICES))
 
 
 class _EdgeServer(web.Server):
-    """aiohttp's server, making :class:`_EdgeHandler` protocols."""
+    """aiohttp's server, making a :class:`~slotward.api.http.front.Front` of each
+    connection, which hands it to an :class:`_EdgeHandler` when it must."""
 
-    def __init__(self, plain: web.Server, config: Config) -> None:
+    def __init__(self, plain: web.Server, config: Config, services: Services | None) -> None:
         super().__init__(
             self._handle,
             request_factory=plain.request_factory,
@@ -94,7 +98,17 @@ class _EdgeServer(web.Server):
         )
         self._app_handler = plain.request_handler
         self.config = config
+        self.services = services  # None: an app not of build_app's (a test's); all to aiohttp
+        self.server_name = SERVER_NAME
         self._refused = Throttled(log)  # a flood past the cap is not a line per connection
+
+    def refuse(self, transport: asyncio.BaseTransport) -> None:
+        """Answer a connection past the cap at once, and close it."""
+        self.refused()
+        # uvloop's transports do not subclass asyncio's (isinstance would be False),
+        # yet every stream transport a server makes writes.
+        cast(asyncio.WriteTransport, transport).write(_CAP_ANSWER)
+        transport.close()  # sends what was written, then closes
 
     def refused(self) -> None:
         limit = self.config.max_connections
@@ -117,7 +131,11 @@ class _EdgeServer(web.Server):
                 raise
             return early_http_problem(exc)
 
-    def __call__(self) -> web.RequestHandler:
+    def __call__(self) -> Front:  # type: ignore[override]
+        return Front(self, asyncio.get_running_loop())
+
+    def handler(self) -> _EdgeHandler:
+        """aiohttp's protocol, for a connection a front hands over."""
         return _EdgeHandler(self, loop=asyncio.get_running_loop(), config=self.config)
 
 
@@ -150,11 +168,12 @@ class _EdgeHandler(web.RequestHandler):
 
     def _refuse(self, transport: asyncio.BaseTransport) -> None:
         self._refused = True
-        self._edge.refused()
-        # uvloop's transports do not subclass asyncio's (isinstance would be False),
-        # yet every stream transport a server makes writes.
-        cast(asyncio.WriteTransport, transport).write(_CAP_ANSWER)
-        transport.close()  # sends what was written, then closes
+        self._edge.refuse(transport)
+
+    def adopt(self, transport: asyncio.Transport, head_seconds: float) -> None:
+        """Take a connection a front has counted and opened, its head due in ``head_seconds``."""
+        super().connection_made(transport)
+        self._head_timer = self._edge_loop.call_later(head_seconds, self._head_expired)
 
     def data_received(self, data: bytes) -> None:
         if self._refused:

@@ -10,6 +10,7 @@ from typing import Any
 from aiohttp import web
 
 from slotward.api import service
+from slotward.api.bootstrap import Services
 from slotward.api.http import schemas
 from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
@@ -17,11 +18,12 @@ from slotward.api.http.jsonbody import decode_body, read_body, read_json
 from slotward.api.http.params import query_choices, query_int
 from slotward.api.http.responses import client_key, json_response, reply_response
 from slotward.api.replays import sent_as
-from slotward.engine.model import HoldStatus
+from slotward.engine.model import HoldStatus, Principal, Reply
 from slotward.engine.rules.attendees import parse_attendees
 from slotward.engine.rules.shapes import Shape
 
 __all__ = [
+    "answer_create",
     "commit_hold",
     "create_hold",
     "list_holds_handler",
@@ -46,16 +48,21 @@ async def create_hold(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys, service.WRITERS)
     raw = await read_body(request)
-    key = client_key(request)
+    return reply_response(await answer_create(svc, principal, raw, client_key(request)))
+
+
+async def answer_create(svc: Services, principal: Principal, raw: bytes, key: str | None) -> Reply:
+    """The answer to a create of ``principal`` whose body is ``raw`` and client key
+    ``key``: here, and for the same request served by the front (api/http/front.py)."""
     sent = None if key is not None else sent_as(principal, raw)
     if sent is not None and (known := await service.replay_known_create(svc, principal, sent)):
-        return reply_response(known)
-    fields = _fields(request, schemas.HOLD_CREATE, decode_body(raw))
-    reply = await service.create_hold(
+        return known
+    doc = decode_body(raw)
+    fields: dict[str, Any] = schemas.HOLD_CREATE.validate(doc, ignore=svc.policy.thought_fields)
+    return await service.create_hold(
         svc, principal, fields, workflow_id=fields["workflow_id"], step=fields.get("step"),
         client_key=key, sent=sent,
     )  # fmt: skip
-    return reply_response(reply)
 
 
 async def commit_hold(request: web.Request) -> web.Response:

@@ -39,6 +39,7 @@ __all__ = [
     "parser_refusal",
     "problem_document",
     "problem_middleware",
+    "problem_of",
     "problem_response",
     "too_many_connections",
     "unsupported_expectation",
@@ -141,19 +142,25 @@ def _from_http(exc: web.HTTPException) -> web.Response:
 async def problem_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     try:
         return await handler(request)
-    except SlotwardError as error:
-        return _from_error(error)
     except web.HTTPException as exc:
         if exc.status < 400:
             raise
         return _from_http(exc)
-    except ClientClosed:
+    except Exception as exc:
+        return problem_of(exc, request.method, request.path)
+
+
+def problem_of(exc: Exception, method: str, path: str) -> web.Response:
+    """The answer to ``exc``, raised while answering ``method path`` (also the front's
+    requests: api/http/front.py); an unexpected one is logged."""
+    if isinstance(exc, SlotwardError):
+        return _from_error(exc)
+    if isinstance(exc, ClientClosed):
         # Not an error of ours, and no answer reaches anyone: an info line.
-        log.info("client closed the connection during %s %s", request.method, request.path)
+        log.info("client closed the connection during %s %s", method, path)
         return web.Response(status=CLIENT_CLOSED)
-    except Exception:
-        log.exception("unhandled error on %s %s", request.method, request.path)
-        return internal_error()
+    log.error("unhandled error on %s %s", method, path, exc_info=exc)
+    return internal_error()
 
 
 def internal_error() -> web.Response:

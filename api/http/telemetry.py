@@ -22,9 +22,9 @@ from slotward.api.http.statuses import CLIENT_CLOSED, status_of
 from slotward.api.logs import log_fields
 from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError
-from slotward.engine.model import Reply
+from slotward.engine.model import Principal, Reply
 
-__all__ = ["UNMATCHED", "metrics_handler", "observe_middleware"]
+__all__ = ["UNMATCHED", "failure_of", "metrics_handler", "observe_call", "observe_middleware"]
 
 access_log = logging.getLogger("slotward.access")
 
@@ -40,7 +40,7 @@ def _route(request: web.Request) -> str:
     return UNMATCHED if resource is None else resource.canonical
 
 
-def _failure(exc: Exception) -> tuple[int, str]:
+def failure_of(exc: Exception) -> tuple[int, str]:
     """The status and the log outcome of an exception the problem middleware answers."""
     if isinstance(exc, SlotwardError):
         return status_of(exc), exc.code
@@ -59,7 +59,7 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         response = await handler(request)
     except Exception as exc:
-        status, outcome = _failure(exc)
+        status, outcome = failure_of(exc)
         if isinstance(exc, SlotwardError):
             metrics.refused(exc)
         key = exc.idempotency_key if isinstance(exc, SlotwardError) else None
@@ -78,15 +78,27 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
 def _observe(
     request: web.Request, metrics: Metrics, started: float, status: int, **fields: Any
 ) -> None:
+    principal = request.get(PRINCIPAL)
+    observe_call(metrics, request.method, _route(request), principal, started, status, **fields)
+
+
+def observe_call(
+    metrics: Metrics,
+    method: str,
+    route: str,
+    principal: Principal | None,
+    started: float,
+    status: int,
+    **fields: Any,
+) -> None:
+    """Count and time one answered request and write its access line (also the
+    front's requests: api/http/front.py). ``started``: ``time.perf_counter()``."""
     seconds = time.perf_counter() - started
-    route = _route(request)
-    method = request.method
     metrics.request(route, method, status, seconds)
     if not access_log.isEnabledFor(logging.INFO):
         return
     line = {"method": method, "route": route, "status": status,
             "duration_ms": round(seconds * 1000, 3), **fields}  # fmt: skip
-    principal = request.get(PRINCIPAL)
     if principal is not None:
         line["agent"] = principal.agent_id
         line["tenant"] = principal.tenant

@@ -28,6 +28,7 @@ from slotward.engine.model import Gauges, HoldStatus, Reply
 __all__ = [
     "CONFLICT_KINDS",
     "DELIVERY_OUTCOMES",
+    "HANDOVER_REASONS",
     "IDEMPOTENCY_OUTCOMES",
     "Metrics",
     "StoreFigures",
@@ -37,6 +38,7 @@ IDEMPOTENCY_OUTCOMES = ("fresh", "replayed", "in_progress", "mismatch", "takeove
                         "fencing_rejected")  # fmt: skip
 CONFLICT_KINDS = ("held", "committed", "external")
 DELIVERY_OUTCOMES = ("delivered", "failed", "dead")
+HANDOVER_REASONS = ("foreign", "incomplete")
 _ERROR_OUTCOMES = {
     "request_in_progress": "in_progress",
     "idempotency_key_reused": "mismatch",
@@ -163,6 +165,13 @@ class Metrics:
             "(delivered, failed: to be retried, dead)",
             ["outcome"], registry=r,
         )  # fmt: skip
+        self._handovers = Counter(
+            "slotward_http_handovers",
+            "Connections the front handed to aiohttp, by why: a request it does not serve "
+            "(foreign) or one not whole when it looked (incomplete)",
+            ["reason"], registry=r,
+        )  # fmt: skip
+        self._handed = {why: self._handovers.labels(why) for why in HANDOVER_REASONS}
         for outcome in DELIVERY_OUTCOMES:
             self._deliveries.labels(outcome)
             self._calendar_writes.labels(outcome)
@@ -213,6 +222,11 @@ class Metrics:
             met = {c.get("kind") for c in error.extra.get("conflicts", ()) if isinstance(c, dict)}
             for kind in met & set(CONFLICT_KINDS):
                 self._conflicts.labels(kind).inc()
+
+    def handed_over(self, reason: str) -> None:
+        """The front handed a connection to aiohttp (api/http/front.py); ``reason``
+        one of :data:`HANDOVER_REASONS`."""
+        self._handed[reason].inc()
 
     def retry_storm(self) -> None:
         """A workflow was flagged as a retry storm."""

@@ -2,7 +2,10 @@
 
 `slotward serve` (api/cli/serving.py) and the end-to-end tests (tests/e2e/conftest.py)
 both serve through :func:`build_runner`, so the tests exercise what production
-runs. aiohttp's connection protocol is replaced by a subclass for four reasons:
+runs. Each connection starts with the front (api/http/front.py), which answers
+``POST /v1/holds`` itself and hands the connection to :class:`_EdgeHandler` at
+its first other request. aiohttp's connection protocol is replaced by that
+subclass for four reasons (the front keeps them too):
 
 - **Parser refusals.** aiohttp logs a request its HTTP parser refuses at ERROR
   with the offending bytes (an ``Authorization`` line with a stray CR, so the

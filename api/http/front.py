@@ -32,7 +32,7 @@ from slotward.api import service
 from slotward.api.bootstrap import Services
 from slotward.api.config import Config
 from slotward.api.http.auth import key_caller
-from slotward.api.http.front_parse import FOREIGN, Parsed, answer_bytes, parse
+from slotward.api.http.front_parse import Parsed, answer_bytes, parse
 from slotward.api.http.hold_handlers import answer_create
 from slotward.api.http.jsonbody import MAX_BODY_BYTES
 from slotward.api.http.problems import problem_of
@@ -174,8 +174,12 @@ class Front(asyncio.Protocol):
                 self._timer = self._loop.call_at(self._idle_since + self._keepalive, self._expired)
             return
         svc = self._svc
-        found = FOREIGN if svc is None else parse(self._buf, 0, MAX_BODY_BYTES)
-        if svc is None or not isinstance(found, Parsed):  # not ours, or not whole yet
+        if svc is None:  # not an app of build_app's: aiohttp serves everything
+            self._hand_over()
+            return
+        found = parse(self._buf, 0, MAX_BODY_BYTES)
+        if not isinstance(found, Parsed):  # not ours, or not whole yet
+            svc.metrics.handed_over(found)
             self._hand_over()
             return
         del self._buf[: found.end]

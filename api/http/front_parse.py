@@ -73,7 +73,7 @@ def parse(buf: bytes | bytearray, start: int, max_body: int) -> Parsed | str:
         line_end = buf.find(b"\r\n", start, start + _LONGEST_LINE + 2)
         if line_end >= 0 and bytes(buf[start:line_end]) not in ROUTES:
             return FOREIGN  # its line is whole and not one of ours
-        if line_end < 0 and len(buf) - start > _LONGEST_LINE:
+        if line_end < 0 and len(buf) - start > _LONGEST_LINE + 1:  # the line and its CR
             return FOREIGN
         return INCOMPLETE
     lines = bytes(buf[start:head_end]).split(b"\r\n")

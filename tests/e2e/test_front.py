@@ -1,0 +1,277 @@
+"""The front (api/http/front.py): the creates it answers itself are answered as the
+app answers them; every other request goes to aiohttp on the same connection.
+
+Whether the front or aiohttp answered is read from ``slotward_http_handovers``:
+a connection is handed over at its first request the front does not serve, for
+good, so a connection whose requests were all answered without a hand-over was
+answered by the front.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from slotward.api.bootstrap import Services, bootstrap, open_store
+from slotward.api.config import Config
+from slotward.api.http.app import build_app
+from slotward.api.keys import create_key
+from slotward.engine.model import Principal
+from tests.e2e.conftest import HOLD_BODY, Server, serving, until
+from tests.e2e.rawhttp import BOUND, Raw, connect, parse
+from tests.e2e.test_inflight import GatedStore
+from tests.e2e.test_metrics import read_metrics, sample
+
+HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+
+
+def _create(secret: str, body: dict[str, Any], *extra: bytes, close: bool = False) -> bytes:
+    raw = json.dumps(body).encode()
+    lines = [
+        b"POST /v1/holds HTTP/1.1",
+        b"Host: 127.0.0.1",
+        b"Authorization: Bearer " + secret.encode(),
+        b"Content-Type: application/json",
+        b"Content-Length: %d" % len(raw),
+        *extra,
+    ]
+    if close:
+        lines.append(b"Connection: close")
+    return b"\r\n".join(lines) + b"\r\n\r\n" + raw
+
+
+async def _answer(reader: asyncio.StreamReader) -> Raw:
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND)
+    length = int(parse(head).headers["content-length"])
+    return parse(head + await asyncio.wait_for(reader.readexactly(length), BOUND))
+
+
+async def _hung_up(reader: asyncio.StreamReader) -> bytes:
+    with contextlib.suppress(ConnectionResetError):
+        return await asyncio.wait_for(reader.read(), BOUND)
+    return b""
+
+
+async def _handovers(server: Server) -> tuple[float, float]:
+    samples = await read_metrics(server)
+    return (
+        sample(samples, "slotward_http_handovers_total", reason="foreign"),
+        sample(samples, "slotward_http_handovers_total", reason="incomplete"),
+    )
+
+
+def _alike(a: Raw, b: Raw) -> None:
+    """The same answer, but for its Date."""
+    assert a.status == b.status
+    assert {k: v for k, v in a.headers.items() if k != "date"} == {
+        k: v for k, v in b.headers.items() if k != "date"
+    }
+    assert a.body == b.body
+
+
+async def test_a_replay_is_answered_alike_by_the_front_and_by_the_app(server: Server) -> None:
+    agent = await server.key()
+    assert agent.secret is not None
+    await _handovers(server)  # the scrape's own connection is handed over before counting
+    before = await _handovers(server)
+    plain = _create(agent.secret, HOLD_BODY)
+    # A cookie beside a key changes nothing (the key is the caller), but the front
+    # leaves any request with a cookie to the app.
+    with_cookie = _create(agent.secret, HOLD_BODY, b"Cookie: theme=dark")
+    reader, writer = await connect(server.base)
+    try:
+        writer.write(plain)
+        fresh = await _answer(reader)
+        writer.write(plain)
+        by_front = await _answer(reader)
+        assert await _handovers(server) == before  # both answered by the front
+        writer.write(with_cookie)
+        by_app = await _answer(reader)
+        writer.write(plain)  # this connection is aiohttp's now
+        again = await _answer(reader)
+    finally:
+        writer.close()
+    assert await _handovers(server) == (before[0] + 1, before[1])
+    assert fresh.status == 201
+    assert fresh.headers["idempotent-replayed"] == "false"
+    assert fresh.headers["server"] == "slotward"
+    assert by_front.headers["idempotent-replayed"] == "true"
+    assert by_front.headers["slotward-hold-status"] == "held"
+    assert by_front.body == fresh.body
+    _alike(by_front, by_app)
+    _alike(by_front, again)
+    assert server.sql("SELECT count(*) FROM holds") == [(1,)]
+
+
+@pytest.mark.parametrize(
+    ("body", "secret"),
+    [
+        ({**HOLD_BODY, "attendees": "alex@example.com"}, None),  # 422: not a list
+        ({**HOLD_BODY, "priority": 99}, None),  # 422: above the key's own
+        (HOLD_BODY, "sw_key_0123.not-a-key"),  # 401: an unknown key
+    ],
+    ids=["invalid-field", "priority-too-high", "unknown-key"],
+)
+async def test_a_refusal_is_answered_alike_by_the_front_and_by_the_app(
+    server: Server, body: dict[str, Any], secret: str | None
+) -> None:
+    agent = await server.key(priority=50)
+    sent_as = secret or agent.secret
+    assert sent_as is not None
+    await _handovers(server)
+    before = await _handovers(server)
+    reader, writer = await connect(server.base)
+    try:
+        writer.write(_create(sent_as, body))
+        by_front = await _answer(reader)
+        assert await _handovers(server) == before
+        writer.write(_create(sent_as, body, b"Cookie: theme=dark"))
+        by_app = await _answer(reader)
+    finally:
+        writer.close()
+    assert by_front.status in (401, 422)
+    assert by_front.headers["content-type"] == "application/problem+json"
+    _alike(by_front, by_app)
+
+
+async def test_pipelined_requests_are_answered_in_order_across_the_hand_over(
+    server: Server,
+) -> None:
+    agent = await server.key()
+    assert agent.secret is not None
+    await _handovers(server)
+    before = await _handovers(server)
+    bodies = [{**HOLD_BODY, "workflow_id": f"wf-pipe-{n}", "start": f"2030-10-1{n}T09:00:00Z"}
+              for n in range(3)]  # fmt: skip
+    creates = [_create(agent.secret, b) for b in bodies]
+    reader, writer = await connect(server.base)
+    try:
+        writer.write(creates[0] + creates[1] + HEALTHZ + creates[2])
+        answers = [await _answer(reader) for _ in range(4)]
+    finally:
+        writer.close()
+    assert [a.status for a in answers] == [201, 201, 200, 201]
+    assert [a.json["workflow_id"] for a in (answers[0], answers[1], answers[3])] == [
+        "wf-pipe-0", "wf-pipe-1", "wf-pipe-2",
+    ]  # fmt: skip
+    assert await _handovers(server) == (before[0] + 1, before[1])
+
+
+async def test_a_create_split_across_writes_is_handed_over_and_answered(server: Server) -> None:
+    agent = await server.key()
+    assert agent.secret is not None
+    await _handovers(server)
+    before = await _handovers(server)
+    whole = _create(agent.secret, HOLD_BODY)
+    head_end = whole.index(b"\r\n\r\n") + 4
+    reader, writer = await connect(server.base)
+    try:
+        writer.write(whole[:head_end])
+        await writer.drain()
+        await asyncio.sleep(0.2)  # the head arrives alone; the front cannot wait for a body
+        writer.write(whole[head_end:])
+        answer = await _answer(reader)
+    finally:
+        writer.close()
+    assert answer.status == 201
+    assert await _handovers(server) == (before[0], before[1] + 1)
+
+
+async def test_connection_close_is_said_and_done(server: Server) -> None:
+    agent = await server.key()
+    assert agent.secret is not None
+    reader, writer = await connect(server.base)
+    try:
+        writer.write(_create(agent.secret, HOLD_BODY, close=True))
+        answer = await _answer(reader)
+        assert await _hung_up(reader) == b""
+    finally:
+        writer.close()
+    assert answer.status == 201
+    assert answer.headers["connection"] == "close"
+
+
+@pytest.mark.parametrize("config_overrides", [{"keepalive_seconds": 0.5}])
+async def test_the_front_closes_an_idle_kept_alive_connection(server: Server) -> None:
+    agent = await server.key()
+    assert agent.secret is not None
+    reader, writer = await connect(server.base)
+    try:
+        for _ in range(2):  # kept alive between answers (a create, then its replay)
+            writer.write(_create(agent.secret, HOLD_BODY))
+            assert (await _answer(reader)).status == 201
+        assert await _hung_up(reader) == b""
+    finally:
+        writer.close()
+
+
+@pytest.mark.parametrize(
+    "config_overrides", [{"head_timeout_seconds": 0.5, "keepalive_seconds": 60.0}]
+)
+async def test_a_trickled_head_after_a_front_answer_is_cut_off(server: Server) -> None:
+    agent = await server.key()
+    assert agent.secret is not None
+    reader, writer = await connect(server.base)
+
+    async def trickle() -> None:
+        writer.write(b"POST /v1/holds HTTP/1.1\r\n")
+        with contextlib.suppress(ConnectionError):
+            for n in range(int(BOUND * 10)):
+                await asyncio.sleep(0.1)
+                writer.write(b"X-Slow-%d: y\r\n" % n)
+                await writer.drain()
+
+    try:
+        writer.write(_create(agent.secret, HOLD_BODY))
+        assert (await _answer(reader)).status == 201
+        task = asyncio.create_task(trickle())
+        assert await _hung_up(reader) == b""  # well before the 60 s keep-alive
+        task.cancel()
+    finally:
+        writer.close()
+
+
+async def test_a_stop_lets_the_creates_being_answered_finish(tmp_path: Path) -> None:
+    """Creates held at the store's gate when the server is told to stop are
+    answered, and written, before it stops."""
+    path = tmp_path / "front.db"
+    config = Config(db_url=f"sqlite+aiosqlite:///{path}")
+    gate = GatedStore(await open_store(config))
+    services = await bootstrap(config, store=gate)
+    secret = await _agent_key(services)
+    stack = contextlib.AsyncExitStack()
+    base = await stack.enter_async_context(
+        serving(build_app(services, config, sweep=False, relay=False), config)
+    )
+    gate.gate.clear()
+    opened = [await connect(base) for _ in range(8)]
+    for n, (_, writer) in enumerate(opened):
+        writer.write(_create(secret, {**HOLD_BODY, "workflow_id": f"wf-stop-{n}",
+                                      "start": f"2030-11-{n + 1:02d}T09:00:00Z"}))  # fmt: skip
+    await until(lambda: gate.held == len(opened))  # every create in flight, at the gate
+    stopping = asyncio.create_task(stack.aclose())
+    await asyncio.sleep(0.2)
+    assert not stopping.done()  # the stop waits for them
+    gate.gate.set()
+    answers = [await _answer(reader) for reader, _ in opened]
+    await asyncio.wait_for(stopping, BOUND)
+    for _, writer in opened:
+        writer.close()
+    assert [a.status for a in answers] == [201] * len(opened)
+    with contextlib.closing(sqlite3.connect(path)) as db:
+        ids = {row[0] for row in db.execute("SELECT id FROM holds")}
+    assert ids == {a.json["id"] for a in answers}
+
+
+async def _agent_key(services: Services) -> str:
+    principal = Principal("t-front", "agent-front", "agent", 50)
+    made = await services.store.write(
+        lambda uow: create_key(uow, principal, services.clock, services.ids, services.keys.hasher)
+    )
+    return made.secret

@@ -3,7 +3,7 @@
 `slotward serve` (api/cli/serving.py) and the end-to-end tests (tests/e2e/conftest.py)
 both serve through :func:`build_runner`, so the tests exercise what production
 runs. Each connection starts with the front (api/http/front.py), which answers
-``POST /v1/holds`` itself and hands the connection to :class:`_EdgeHandler` at
+a hold's create, commit and release itself and hands the connection to :class:`_EdgeHandler` at
 its first other request. aiohttp's connection protocol is replaced by that
 subclass for four reasons (the front keeps them too):
 

@@ -3,9 +3,9 @@
 aiohttp spends some 100 us of Python on a request before and after its handler
 (its request and response objects, its router, middleware chain and writer):
 more than a replay's own work. The front reads each request itself; one in the
-plain subset api/http/front_parse.py describes (today ``POST /v1/holds``, the
-calls an agent makes most and retries most) is answered here, by the same code
-the app's handler runs (:func:`~slotward.api.http.hold_handlers.answer_create`,
+plain subset api/http/front_parse.py describes (a hold's create, commit and
+release: the calls an agent makes most and retries most) is answered here, by
+the same code the app's handlers run (api/http/hold_handlers.py's ``answer_*``;
 the same authentication, problems, metrics and access line). At the first
 request that is not in the subset, or not whole yet, the connection is handed to
 aiohttp (api/http/edges.py's handler) with every byte not yet answered, and
@@ -32,8 +32,8 @@ from slotward.api import service
 from slotward.api.bootstrap import Services
 from slotward.api.config import Config
 from slotward.api.http.auth import key_caller
-from slotward.api.http.front_parse import Parsed, answer_bytes, parse
-from slotward.api.http.hold_handlers import answer_create
+from slotward.api.http.front_parse import ROUTES, Parsed, answer_bytes, parse
+from slotward.api.http.hold_handlers import answer_commit, answer_create, answer_release
 from slotward.api.http.jsonbody import MAX_BODY_BYTES
 from slotward.api.http.problems import problem_of
 from slotward.api.http.responses import reply_headers, reply_status
@@ -277,10 +277,15 @@ async def _serve(svc: Services, request: Parsed) -> tuple[int, list[tuple[str, s
     metrics = svc.metrics
     method, route = request.method, request.route
     try:
-        principal = await key_caller(request.headers["authorization"], svc.keys, service.WRITERS)
-        reply = await answer_create(
-            svc, principal, request.body, request.headers.get("idempotency-key")
-        )
+        authorization = request.header(b"authorization") or ""  # the subset has it
+        principal = await key_caller(authorization, svc.keys, service.WRITERS)
+        key = request.header(b"idempotency-key")
+        if request.hold_id is None:
+            reply = await answer_create(svc, principal, request.body, key)
+        elif route == ROUTES[1]:
+            reply = await answer_commit(svc, principal, request.hold_id, request.body, key)
+        else:
+            reply = await answer_release(svc, principal, request.hold_id, request.body, key)
     except Exception as exc:
         problem = problem_of(exc, method, route)
         status, outcome = failure_of(exc)

@@ -5,8 +5,8 @@ request, byte for byte, to aiohttp's parser and app. So this reader never has to
 agree with aiohttp on anything unusual: it answers :data:`FOREIGN` for whatever
 is not in the subset, and the request goes where it went before. In the subset:
 
-- the request line is exactly one of :data:`ROUTES` (method, path without a
-  query, ``HTTP/1.1``);
+- the request line is ``POST`` to one of :data:`ROUTES` (a hold's id of
+  letters, digits, ``_``, ``~`` and ``-``), no query, ``HTTP/1.1``;
 - every header line is ``name: value``: the name an RFC 9110 token, the value
   visible ASCII and inner spaces or tabs, no header named twice;
 - ``Content-Length`` is given, digits only, at most ``max_body`` bytes, and the
@@ -41,27 +41,39 @@ MAX_HEAD = 8190  # aiohttp's own limit of a request line and of a header field
 INCOMPLETE: Final = "incomplete"
 FOREIGN: Final = "foreign"
 
-# Request line -> (method, route label as the router names it).
-ROUTES: dict[bytes, tuple[str, str]] = {
-    b"POST /v1/holds HTTP/1.1": ("POST", "/v1/holds"),
-}
-_LONGEST_LINE = max(len(line) for line in ROUTES)
+# The request lines served, and the route label the router gives each. A hold's
+# id in a path is taken only of characters no URL decoding or dot-segment
+# normalization can change, so the id read here is the one the router reads.
+ROUTES = ("/v1/holds", "/v1/holds/{hold_id}/commit", "/v1/holds/{hold_id}/release")
+_LINE = re.compile(rb"POST /v1/holds(?:/([A-Za-z0-9_~-]{1,200})/(commit|release))? HTTP/1\.1")
+_LONGEST_LINE = len(b"POST /v1/holds/%s/release HTTP/1.1" % (b"x" * 200))
+_HOLD_ROUTES = {b"commit": ROUTES[1], b"release": ROUTES[2]}
+_PREFIX = b"POST /v1/holds"
 
-_HEADER = re.compile(rb"([!#$%&'*+\-.^_`|~0-9A-Za-z]+):[ \t]*((?:[\x21-\x7e][ \t]*)*)")
+_NAME = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # an RFC 9110 token
+_VALUE = rb"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?"  # visible ASCII, inner blanks
+_FIELDS = re.compile(rb"(?:%s:[ \t]*%s[ \t]*\r\n)*" % (_NAME, _VALUE))  # a head's lines
+_FIELD = re.compile(rb"(%s):[ \t]*(%s)[ \t]*\r\n" % (_NAME, _VALUE))  # a name and its value
 _REFUSED = frozenset({b"transfer-encoding", b"content-encoding", b"expect", b"upgrade", b"cookie"})
 _CONNECTION = {b"keep-alive": False, b"close": True}
 
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
-    """One whole request of the subset. ``headers``: by lower-case name, as text."""
+    """One whole request of the subset. ``headers``: by lower-case name, as sent
+    (visible ASCII: :meth:`header` reads one as text)."""
 
     method: str
-    route: str
-    headers: dict[str, str]
+    route: str  # one of ROUTES
+    hold_id: str | None  # the path's, on a hold's route
+    headers: dict[bytes, bytes]
     body: bytes
     close: bool  # the client asked to close after the answer
     end: int  # where the request ends in the buffer
+
+    def header(self, name: bytes) -> str | None:
+        value = self.headers.get(name)
+        return None if value is None else value.decode("ascii")
 
 
 def parse(buf: bytes | bytearray, start: int, max_body: int) -> Parsed | str:
@@ -70,25 +82,25 @@ def parse(buf: bytes | bytearray, start: int, max_body: int) -> Parsed | str:
     if head_end < 0:
         if len(buf) - start > MAX_HEAD:
             return FOREIGN
+        if not _PREFIX.startswith(bytes(buf[start : start + len(_PREFIX)])):
+            return FOREIGN  # not the start of one of ours
         line_end = buf.find(b"\r\n", start, start + _LONGEST_LINE + 2)
-        if line_end >= 0 and bytes(buf[start:line_end]) not in ROUTES:
+        if line_end >= 0 and _LINE.fullmatch(buf, start, line_end) is None:
             return FOREIGN  # its line is whole and not one of ours
         if line_end < 0 and len(buf) - start > _LONGEST_LINE + 1:  # the line and its CR
             return FOREIGN
         return INCOMPLETE
-    lines = bytes(buf[start:head_end]).split(b"\r\n")
-    route = ROUTES.get(lines[0])
-    if route is None:
+    line_end = buf.find(b"\r\n", start, head_end + 2)
+    line = _LINE.fullmatch(buf, start, line_end)
+    if line is None:
         return FOREIGN
-    headers: dict[bytes, bytes] = {}
-    for line in lines[1:]:
-        match = _HEADER.fullmatch(line)
-        if match is None:
-            return FOREIGN
-        name = match[1].lower()
-        if name in headers or name in _REFUSED:
-            return FOREIGN
-        headers[name] = match[2].rstrip(b" \t")
+    block = bytes(buf[line_end + 2 : head_end + 2])  # each header line with its CRLF
+    if _FIELDS.fullmatch(block) is None:
+        return FOREIGN
+    pairs = _FIELD.findall(block)
+    headers = {name.lower(): value for name, value in pairs}
+    if len(headers) != len(pairs) or not _REFUSED.isdisjoint(headers):
+        return FOREIGN  # a header named twice, or one the front leaves to aiohttp
     length = headers.get(b"content-length")
     if length is None or not length.isdigit() or len(length) > 9 or b"authorization" not in headers:
         return FOREIGN
@@ -106,8 +118,12 @@ def parse(buf: bytes | bytearray, start: int, max_body: int) -> Parsed | str:
     if len(buf) - body_start < size:
         return INCOMPLETE
     end = body_start + size
-    text = {k.decode("ascii"): v.decode("ascii") for k, v in headers.items()}
-    return Parsed(route[0], route[1], text, bytes(buf[body_start:end]), close, end)
+    hold_id = line[1]
+    if hold_id is None:
+        route, held = ROUTES[0], None
+    else:
+        route, held = _HOLD_ROUTES[line[2]], hold_id.decode("ascii")
+    return Parsed("POST", route, held, headers, bytes(buf[body_start:end]), close, end)
 
 
 _REASONS = {s.value: s.phrase.encode("ascii") for s in HTTPStatus}

@@ -14,7 +14,7 @@ from slotward.api.bootstrap import Services
 from slotward.api.http import schemas
 from slotward.api.http.auth import authenticate
 from slotward.api.http.context import SERVICES
-from slotward.api.http.jsonbody import decode_body, read_body, read_json
+from slotward.api.http.jsonbody import decode_body, read_body
 from slotward.api.http.params import query_choices, query_int
 from slotward.api.http.responses import client_key, json_response, reply_response
 from slotward.api.replays import sent_as
@@ -23,23 +23,15 @@ from slotward.engine.rules.attendees import parse_attendees
 from slotward.engine.rules.shapes import Shape
 
 __all__ = [
+    "answer_commit",
     "answer_create",
+    "answer_release",
     "commit_hold",
     "create_hold",
     "list_holds_handler",
     "read_hold",
     "release_hold",
 ]
-
-
-async def _body(request: web.Request, shape: Shape, *, empty: bool = False) -> dict[str, Any]:
-    return _fields(request, shape, await read_json(request, allow_empty=empty))
-
-
-def _fields(request: web.Request, shape: Shape, doc: object) -> dict[str, Any]:
-    """``doc`` validated as ``shape``, the policy's thought fields left out."""
-    fields: dict[str, Any] = shape.validate(doc, ignore=request.app[SERVICES].policy.thought_fields)
-    return fields
 
 
 async def create_hold(request: web.Request) -> web.Response:
@@ -57,8 +49,7 @@ async def answer_create(svc: Services, principal: Principal, raw: bytes, key: st
     sent = None if key is not None else sent_as(principal, raw)
     if sent is not None and (known := await service.replay_known_create(svc, principal, sent)):
         return known
-    doc = decode_body(raw)
-    fields: dict[str, Any] = schemas.HOLD_CREATE.validate(doc, ignore=svc.policy.thought_fields)
+    fields = _validated(svc, schemas.HOLD_CREATE, decode_body(raw))
     return await service.create_hold(
         svc, principal, fields, workflow_id=fields["workflow_id"], step=fields.get("step"),
         client_key=key, sent=sent,
@@ -68,18 +59,39 @@ async def answer_create(svc: Services, principal: Principal, raw: bytes, key: st
 async def commit_hold(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys, service.WRITERS)
-    fields = await _body(request, schemas.COMMIT)
+    raw = await read_body(request)
     hold_id = request.match_info["hold_id"]
-    reply = await service.commit(svc, principal, hold_id, fields["token"], client_key(request))
-    return reply_response(reply)
+    return reply_response(await answer_commit(svc, principal, hold_id, raw, client_key(request)))
+
+
+async def answer_commit(
+    svc: Services, principal: Principal, hold_id: str, raw: bytes, key: str | None
+) -> Reply:
+    """The answer to a commit (here, and served by the front: api/http/front.py)."""
+    fields = _validated(svc, schemas.COMMIT, decode_body(raw))
+    return await service.commit(svc, principal, hold_id, fields["token"], key)
 
 
 async def release_hold(request: web.Request) -> web.Response:
     svc = request.app[SERVICES]
     principal = await authenticate(request, svc.keys, service.WRITERS)
-    await _body(request, schemas.RELEASE, empty=True)
+    raw = await read_body(request)
     hold_id = request.match_info["hold_id"]
-    return reply_response(await service.release(svc, principal, hold_id, client_key(request)))
+    return reply_response(await answer_release(svc, principal, hold_id, raw, client_key(request)))
+
+
+async def answer_release(
+    svc: Services, principal: Principal, hold_id: str, raw: bytes, key: str | None
+) -> Reply:
+    """The answer to a release (here, and served by the front: api/http/front.py)."""
+    _validated(svc, schemas.RELEASE, decode_body(raw, allow_empty=True))
+    return await service.release(svc, principal, hold_id, key)
+
+
+def _validated(svc: Services, shape: Shape, doc: object) -> dict[str, Any]:
+    """``doc`` validated as ``shape``, the policy's thought fields left out."""
+    fields: dict[str, Any] = shape.validate(doc, ignore=svc.policy.thought_fields)
+    return fields
 
 
 async def read_hold(request: web.Request) -> web.Response:

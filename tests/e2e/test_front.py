@@ -32,9 +32,15 @@ HEALTHZ = b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
 
 
 def _create(secret: str, body: dict[str, Any], *extra: bytes, close: bool = False) -> bytes:
-    raw = json.dumps(body).encode()
+    return _post("/v1/holds", secret, body, *extra, close=close)
+
+
+def _post(
+    path: str, secret: str, body: dict[str, Any] | None, *extra: bytes, close: bool = False
+) -> bytes:
+    raw = b"" if body is None else json.dumps(body).encode()
     lines = [
-        b"POST /v1/holds HTTP/1.1",
+        b"POST %s HTTP/1.1" % path.encode(),
         b"Host: 127.0.0.1",
         b"Authorization: Bearer " + secret.encode(),
         b"Content-Type: application/json",
@@ -107,6 +113,45 @@ async def test_a_replay_is_answered_alike_by_the_front_and_by_the_app(server: Se
     _alike(by_front, by_app)
     _alike(by_front, again)
     assert server.sql("SELECT count(*) FROM holds") == [(1,)]
+
+
+async def test_a_commit_and_a_release_are_answered_alike_by_the_front_and_by_the_app(
+    server: Server,
+) -> None:
+    """Each is answered by the front, then replayed by the front and by the app."""
+    agent = await server.key()
+    assert agent.secret is not None
+    await _handovers(server)
+    before = await _handovers(server)
+    (reader, writer), (app_reader, app_writer) = [await connect(server.base) for _ in range(2)]
+
+    async def by_front(call: bytes) -> Raw:
+        writer.write(call)
+        return await _answer(reader)
+
+    async def by_app(call: bytes) -> Raw:
+        end = call.index(b"\r\n") + 2
+        app_writer.write(call[:end] + b"Cookie: theme=dark\r\n" + call[end:])
+        return await _answer(app_reader)
+
+    try:
+        hold = (await by_front(_create(agent.secret, HOLD_BODY))).json
+        commit = _post(f"/v1/holds/{hold['id']}/commit", agent.secret, {"token": hold["token"]})
+        release = _post(f"/v1/holds/{hold['id']}/release", agent.secret, None)
+        committed = await by_front(commit)
+        pairs = [(await by_front(commit), await by_app(commit))]
+        assert await _handovers(server) == (before[0] + 1, before[1])  # the app's connection
+        released = await by_front(release)
+        pairs.append((await by_front(release), await by_app(release)))
+    finally:
+        writer.close()
+        app_writer.close()
+    assert await _handovers(server) == (before[0] + 1, before[1])
+    assert (committed.status, committed.json["status"]) == (200, "committed")
+    assert (released.status, released.json["status"]) == (200, "released")
+    for front_answer, app_answer in pairs:
+        assert front_answer.headers["idempotent-replayed"] == "true"
+        _alike(front_answer, app_answer)
 
 
 @pytest.mark.parametrize(

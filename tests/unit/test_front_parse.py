@@ -13,6 +13,7 @@ from slotward.api.http.front_parse import (
     FOREIGN,
     INCOMPLETE,
     MAX_HEAD,
+    ROUTES,
     Parsed,
     answer_bytes,
     parse,
@@ -47,12 +48,43 @@ def test_a_clients_create_is_read_whole() -> None:
     wire = _request()
     found = parse(wire, 0, 65536)
     assert isinstance(found, Parsed)
-    assert (found.method, found.route) == ("POST", "/v1/holds")
-    assert found.headers["authorization"] == "Bearer sw_key_0123.secret"
-    assert found.headers["user-agent"] == "Python/3.11 aiohttp/3.14.5"
+    assert (found.method, found.route, found.hold_id) == ("POST", "/v1/holds", None)
+    assert found.header(b"authorization") == "Bearer sw_key_0123.secret"
+    assert found.header(b"user-agent") == "Python/3.11 aiohttp/3.14.5"
+    assert found.header(b"idempotency-key") is None
     assert found.body == BODY
     assert found.end == len(wire)
     assert not found.close
+
+
+def _line(line: bytes) -> bytes:
+    return _request([line, *HEAD[1:]])
+
+
+@pytest.mark.parametrize(("action", "route"), [(b"commit", ROUTES[1]), (b"release", ROUTES[2])])
+def test_a_holds_commit_and_release_are_read_with_its_id(action: bytes, route: str) -> None:
+    found = parse(_line(b"POST /v1/holds/hold_01AB-c~9/%s HTTP/1.1" % action), 0, 65536)
+    assert isinstance(found, Parsed)
+    assert (found.route, found.hold_id) == (route, "hold_01AB-c~9")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        b"POST /v1/holds/h%2F1/commit HTTP/1.1",  # percent-decoded by the router
+        b"POST /v1/holds/../commit HTTP/1.1",  # dot segments, normalized away
+        b"POST /v1/holds/h.1/commit HTTP/1.1",
+        b"POST /v1/holds//commit HTTP/1.1",
+        b"POST /v1/holds/h1/commit/ HTTP/1.1",
+        b"POST /v1/holds/h1/commit?x=1 HTTP/1.1",
+        b"POST /v1/holds/h1/extend HTTP/1.1",
+        b"POST /v1/holds/h1 HTTP/1.1",
+        b"GET /v1/holds/h1/commit HTTP/1.1",
+        b"POST /v1/holds/%s/commit HTTP/1.1" % (b"h" * 201),
+    ],
+)
+def test_a_hold_path_the_router_could_read_otherwise_is_foreign(line: bytes) -> None:
+    assert parse(_line(line), 0, 65536) == FOREIGN
 
 
 def test_pipelined_requests_are_read_one_after_another() -> None:
@@ -62,7 +94,7 @@ def test_pipelined_requests_are_read_one_after_another() -> None:
     assert isinstance(first, Parsed)
     then = parse(wire, first.end, 65536)
     assert isinstance(then, Parsed)
-    assert then.headers["idempotency-key"] == "k-2"
+    assert then.header(b"idempotency-key") == "k-2"
     assert then.end == len(wire)
 
 
@@ -125,8 +157,12 @@ def test_the_start_of_a_subset_request_is_incomplete(cut: int) -> None:
 
 def test_the_start_of_another_request_is_foreign_as_soon_as_its_line_is_whole() -> None:
     assert parse(b"GET /healthz HTTP/1.1\r\nHost", 0, 65536) == FOREIGN
-    assert parse(b"GET /healthz HTT", 0, 65536) == INCOMPLETE  # not known yet: could be ours
-    assert parse(b"x" * 40, 0, 65536) == FOREIGN  # longer than any line of ours
+    assert parse(b"GET /hea", 0, 65536) == FOREIGN  # its start is none of ours
+    assert parse(b"POST /v1/hol", 0, 65536) == INCOMPLETE  # not known yet: could be ours
+    assert parse(b"POST /v1/holds/h1/com", 0, 65536) == INCOMPLETE
+    assert parse(b"POST /v1/holdsX", 0, 65536) == INCOMPLETE  # its line decides, once whole
+    assert parse(b"POST /v1/holdsX HTTP/1.1\r\n", 0, 65536) == FOREIGN
+    assert parse(b"POST /v1/holds/" + b"h" * 300, 0, 65536) == FOREIGN  # longer than ours
 
 
 def test_a_head_that_never_ends_is_foreign_past_the_head_limit() -> None:

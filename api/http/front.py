@@ -27,6 +27,7 @@ import time
 from typing import Any, Protocol, cast
 
 from aiohttp.helpers import rfc822_formatted_time
+from aiohttp.tcp_helpers import tcp_nodelay
 
 from slotward.api import service
 from slotward.api.bootstrap import Services
@@ -105,6 +106,7 @@ class Front(asyncio.Protocol):
             self._edge.refuse(transport)
             return
         self._transport = cast(asyncio.Transport, transport)
+        tcp_nodelay(self._transport, True)  # as aiohttp's handler does: an answer goes at once
         self._edge.connection_made(self, self._transport)
         self._head_deadline = self._loop.time() + self._head_seconds
         self._timer = self._loop.call_at(self._head_deadline, self._expired)

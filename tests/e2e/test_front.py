@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -226,6 +227,51 @@ async def test_a_create_split_across_writes_is_handed_over_and_answered(server: 
         writer.close()
     assert answer.status == 201
     assert await _handovers(server) == (before[0], before[1] + 1)
+
+
+@pytest.mark.parametrize("config_overrides", [{"rate_limit": 0}])  # 200 calls of one agent
+async def test_however_a_pipelined_stream_is_cut_every_answer_comes_in_order(
+    server: Server,
+) -> None:
+    """Forty seeded cuts of one stream (creates, a replay, a commit, a request for
+    aiohttp, then a create after it), each sent in pieces on a new connection:
+    wherever a piece ends (in a request line, a header, a body), the answers are
+    the same, in order."""
+    agent = await server.key()
+    assert agent.secret is not None
+    bodies = [{**HOLD_BODY, "workflow_id": f"wf-cut-{n}", "start": f"2030-12-0{n + 1}T09:00:00Z"}
+              for n in range(2)]  # fmt: skip
+    hold = (await agent.create(bodies[0])).json
+    commit = _post(f"/v1/holds/{hold['id']}/commit", agent.secret, {"token": hold["token"]})
+    stream = (_create(agent.secret, bodies[0]) + commit + _create(agent.secret, bodies[1])
+              + HEALTHZ + _create(agent.secret, bodies[1]))  # fmt: skip
+
+    async def sent_in(pieces: list[bytes]) -> list[Raw]:
+        reader, writer = await connect(server.base)
+        try:
+            for piece in pieces:
+                writer.write(piece)
+                await writer.drain()
+                await asyncio.sleep(0)
+            return [await _answer(reader) for _ in range(5)]
+        finally:
+            writer.close()
+
+    await sent_in([stream])  # the commit and the second create answered first here
+    whole = await sent_in([stream])  # from now on, every one of them replays
+    assert [(a.status, a.headers.get("idempotent-replayed")) for a in whole] == [
+        (201, "true"), (200, "true"), (201, "true"), (200, None), (201, "true"),
+    ]  # fmt: skip
+    rng = random.Random(16)
+    for _ in range(40):
+        cuts = sorted(rng.sample(range(1, len(stream)), rng.randint(1, 12)))
+        pieces = [stream[a:b] for a, b in zip([0, *cuts], [*cuts, len(stream)], strict=True)]
+        answers = await sent_in(pieces)
+        for got, want in zip(answers, whole, strict=True):
+            if want.headers.get("content-type") == "application/json" and b"process" in want.body:
+                assert got.status == want.status  # /healthz: says which process, and when
+            else:
+                _alike(got, want)
 
 
 async def test_connection_close_is_said_and_done(server: Server) -> None:

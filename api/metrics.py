@@ -166,7 +166,7 @@ class Metrics:
             ["outcome"], registry=r,
         )  # fmt: skip
         self._handovers = Counter(
-            "slotward_http_handovers",
+            "slotward_front_handovers",
             "Connections the front handed to aiohttp, by why: a request it does not serve "
             "(foreign) or one not whole when it looked (incomplete)",
             ["reason"], registry=r,

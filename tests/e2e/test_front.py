@@ -1,7 +1,7 @@
 """The front (api/http/front.py): the creates it answers itself are answered as the
 app answers them; every other request goes to aiohttp on the same connection.
 
-Whether the front or aiohttp answered is read from ``slotward_http_handovers``:
+Whether the front or aiohttp answered is read from ``slotward_front_handovers``:
 a connection is handed over at its first request the front does not serve, for
 good, so a connection whose requests were all answered without a hand-over was
 answered by the front.
@@ -68,9 +68,18 @@ async def _hung_up(reader: asyncio.StreamReader) -> bytes:
 async def _handovers(server: Server) -> tuple[float, float]:
     samples = await read_metrics(server)
     return (
-        sample(samples, "slotward_http_handovers_total", reason="foreign"),
-        sample(samples, "slotward_http_handovers_total", reason="incomplete"),
+        sample(samples, "slotward_front_handovers_total", reason="foreign"),
+        sample(samples, "slotward_front_handovers_total", reason="incomplete"),
     )
+
+
+async def _counted(server: Server, **key: Any) -> tuple[str, tuple[float, float]]:
+    """A new agent's key, and the hand-overs so far (read twice: the scrape's own
+    connection is handed over at the first read)."""
+    agent = await server.key(**key)
+    assert agent.secret is not None
+    await _handovers(server)
+    return agent.secret, await _handovers(server)
 
 
 def _alike(a: Raw, b: Raw) -> None:
@@ -83,14 +92,11 @@ def _alike(a: Raw, b: Raw) -> None:
 
 
 async def test_a_replay_is_answered_alike_by_the_front_and_by_the_app(server: Server) -> None:
-    agent = await server.key()
-    assert agent.secret is not None
-    await _handovers(server)  # the scrape's own connection is handed over before counting
-    before = await _handovers(server)
-    plain = _create(agent.secret, HOLD_BODY)
+    secret, before = await _counted(server)
+    plain = _create(secret, HOLD_BODY)
     # A cookie beside a key changes nothing (the key is the caller), but the front
     # leaves any request with a cookie to the app.
-    with_cookie = _create(agent.secret, HOLD_BODY, b"Cookie: theme=dark")
+    with_cookie = _create(secret, HOLD_BODY, b"Cookie: theme=dark")
     reader, writer = await connect(server.base)
     try:
         writer.write(plain)
@@ -120,10 +126,7 @@ async def test_a_commit_and_a_release_are_answered_alike_by_the_front_and_by_the
     server: Server,
 ) -> None:
     """Each is answered by the front, then replayed by the front and by the app."""
-    agent = await server.key()
-    assert agent.secret is not None
-    await _handovers(server)
-    before = await _handovers(server)
+    secret, before = await _counted(server)
     (reader, writer), (app_reader, app_writer) = [await connect(server.base) for _ in range(2)]
 
     async def by_front(call: bytes) -> Raw:
@@ -136,9 +139,9 @@ async def test_a_commit_and_a_release_are_answered_alike_by_the_front_and_by_the
         return await _answer(app_reader)
 
     try:
-        hold = (await by_front(_create(agent.secret, HOLD_BODY))).json
-        commit = _post(f"/v1/holds/{hold['id']}/commit", agent.secret, {"token": hold["token"]})
-        release = _post(f"/v1/holds/{hold['id']}/release", agent.secret, None)
+        hold = (await by_front(_create(secret, HOLD_BODY))).json
+        commit = _post(f"/v1/holds/{hold['id']}/commit", secret, {"token": hold["token"]})
+        release = _post(f"/v1/holds/{hold['id']}/release", secret, None)
         committed = await by_front(commit)
         pairs = [(await by_front(commit), await by_app(commit))]
         assert await _handovers(server) == (before[0] + 1, before[1])  # the app's connection
@@ -167,11 +170,8 @@ async def test_a_commit_and_a_release_are_answered_alike_by_the_front_and_by_the
 async def test_a_refusal_is_answered_alike_by_the_front_and_by_the_app(
     server: Server, body: dict[str, Any], secret: str | None
 ) -> None:
-    agent = await server.key(priority=50)
-    sent_as = secret or agent.secret
-    assert sent_as is not None
-    await _handovers(server)
-    before = await _handovers(server)
+    own, before = await _counted(server, priority=50)
+    sent_as = secret or own
     reader, writer = await connect(server.base)
     try:
         writer.write(_create(sent_as, body))
@@ -189,13 +189,10 @@ async def test_a_refusal_is_answered_alike_by_the_front_and_by_the_app(
 async def test_pipelined_requests_are_answered_in_order_across_the_hand_over(
     server: Server,
 ) -> None:
-    agent = await server.key()
-    assert agent.secret is not None
-    await _handovers(server)
-    before = await _handovers(server)
+    secret, before = await _counted(server)
     bodies = [{**HOLD_BODY, "workflow_id": f"wf-pipe-{n}", "start": f"2030-10-1{n}T09:00:00Z"}
               for n in range(3)]  # fmt: skip
-    creates = [_create(agent.secret, b) for b in bodies]
+    creates = [_create(secret, b) for b in bodies]
     reader, writer = await connect(server.base)
     try:
         writer.write(creates[0] + creates[1] + HEALTHZ + creates[2])
@@ -210,11 +207,8 @@ async def test_pipelined_requests_are_answered_in_order_across_the_hand_over(
 
 
 async def test_a_create_split_across_writes_is_handed_over_and_answered(server: Server) -> None:
-    agent = await server.key()
-    assert agent.secret is not None
-    await _handovers(server)
-    before = await _handovers(server)
-    whole = _create(agent.secret, HOLD_BODY)
+    secret, before = await _counted(server)
+    whole = _create(secret, HOLD_BODY)
     head_end = whole.index(b"\r\n\r\n") + 4
     reader, writer = await connect(server.base)
     try:

@@ -21,7 +21,7 @@ from slotward.api.sessions import CSRF_HEADER, SESSION_COOKIE, check_csrf
 from slotward.engine.errors import Unauthenticated
 from slotward.engine.model import Principal, Role
 
-__all__ = ["PRINCIPAL", "SAFE_METHODS", "authenticate", "key_caller", "session_token"]
+__all__ = ["PRINCIPAL", "SAFE_METHODS", "admit", "authenticate", "key_caller", "session_token"]
 
 # The caller once its key is resolved, for the access log (never the key itself).
 PRINCIPAL = web.RequestKey("slotward.principal", Principal)
@@ -48,20 +48,22 @@ async def authenticate(
     else:
         principal = await _key_principal(header or "", cache)
         request[PRINCIPAL] = principal
-    _admit(principal, cache, roles, count=count)
+    admit(principal, cache, roles, count=count)
     check_query(request)  # 422 for a query parameter the route does not take
     return principal
 
 
-async def key_caller(header: str, cache: KeyCache, roles: Collection[Role]) -> Principal:
-    """The caller of a request sent with ``Authorization: header`` and no query, judged as
-    :func:`authenticate` judges it (the front's requests: api/http/front.py)."""
-    principal = await _key_principal(header, cache)
-    _admit(principal, cache, roles, count=True)
-    return principal
+async def key_caller(header: str, cache: KeyCache) -> Principal:
+    """The caller of a request sent with ``Authorization: header`` (401 if none is), as
+    :func:`authenticate` reads it; :func:`admit` judges it then (the front's requests:
+    api/http/front.py, which logs the caller even when it is refused)."""
+    return await _key_principal(header, cache)
 
 
-def _admit(principal: Principal, cache: KeyCache, roles: Collection[Role], *, count: bool) -> None:
+def admit(
+    principal: Principal, cache: KeyCache, roles: Collection[Role], *, count: bool = True
+) -> None:
+    """429 past ``principal``'s rate (if ``count``), 403 without one of ``roles``."""
     if count:
         cache.limiter.admit(principal)  # 429 past the agent's rate
     require_role(principal, roles)

@@ -32,7 +32,7 @@ from aiohttp.tcp_helpers import tcp_nodelay
 from slotward.api import service
 from slotward.api.bootstrap import Services
 from slotward.api.config import Config
-from slotward.api.http.auth import key_caller
+from slotward.api.http.auth import admit, key_caller
 from slotward.api.http.front_parse import ROUTES, Parsed, answer_bytes, parse
 from slotward.api.http.hold_handlers import answer_commit, answer_create, answer_release
 from slotward.api.http.jsonbody import MAX_BODY_BYTES
@@ -280,7 +280,8 @@ async def _serve(svc: Services, request: Parsed) -> tuple[int, list[tuple[str, s
     method, route = request.method, request.route
     try:
         authorization = request.header(b"authorization") or ""  # the subset has it
-        principal = await key_caller(authorization, svc.keys, service.WRITERS)
+        principal = await key_caller(authorization, svc.keys)
+        admit(principal, svc.keys, service.WRITERS)  # the access line names a refused caller
         key = request.header(b"idempotency-key")
         if request.hold_id is None:
             reply = await answer_create(svc, principal, request.body, key)

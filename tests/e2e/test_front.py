@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import random
 import sqlite3
@@ -23,7 +24,7 @@ from slotward.api.bootstrap import Services, bootstrap, open_store
 from slotward.api.config import Config
 from slotward.api.http.app import build_app
 from slotward.api.keys import create_key
-from slotward.engine.model import Principal
+from slotward.engine.model import Principal, Role
 from tests.e2e.conftest import HOLD_BODY, Server, serving, until
 from tests.e2e.rawhttp import BOUND, Raw, connect, parse
 from tests.e2e.test_inflight import GatedStore
@@ -184,6 +185,35 @@ async def test_a_refusal_is_answered_alike_by_the_front_and_by_the_app(
     assert by_front.status in (401, 422)
     assert by_front.headers["content-type"] == "application/problem+json"
     _alike(by_front, by_app)
+
+
+@pytest.mark.parametrize(
+    ("config_overrides", "role", "status"),
+    [({}, "reviewer", 403), ({"rate_limit": 0.001, "rate_burst": 1}, "agent", 429)],
+    ids=["a reviewer may not create", "one call, then over the rate"],
+)
+async def test_a_refused_caller_is_named_in_the_access_line_by_the_front_as_by_the_app(
+    server: Server, log_stream: io.StringIO, role: Role, status: int
+) -> None:
+    agent = await server.key(role=role)
+    assert agent.secret is not None
+    lines = []
+    for extra in ((), (b"Cookie: theme=dark",)):  # the front, then the app
+        reader, writer = await connect(server.base)
+        try:
+            writer.write(_create(agent.secret, HOLD_BODY, *extra))
+            writer.write(_create(agent.secret, HOLD_BODY, *extra))
+            answers = [await _answer(reader) for _ in range(2)]
+        finally:
+            writer.close()
+        assert answers[-1].status == status
+        await asyncio.sleep(0)  # the turn's access lines are written at its end
+        access = [json.loads(x) for x in log_stream.getvalue().splitlines()
+                  if '"slotward.access"' in x]  # fmt: skip
+        lines.append({k: v for k, v in access[-1].items() if k not in ("ts", "duration_ms")})
+    assert lines[0] == lines[1]
+    assert (lines[0]["status"], lines[0]["agent"], lines[0]["tenant"]) == (status, "agent-a",
+                                                                           "acme")  # fmt: skip
 
 
 async def test_pipelined_requests_are_answered_in_order_across_the_hand_over(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from slotward.api.http import hold_handlers
 from slotward.api.http.front_parse import (
     FOREIGN,
     INCOMPLETE,
@@ -18,6 +19,7 @@ from slotward.api.http.front_parse import (
     answer_bytes,
     parse,
 )
+from slotward.api.http.table import ROUTES as TABLE
 
 BODY = b'{"workflow_id":"wf-1"}'
 HEAD = [
@@ -189,3 +191,17 @@ def test_an_answer_is_whole_and_says_its_length_date_and_server() -> None:
 def test_an_answer_header_that_could_split_the_answer_is_refused(value: str) -> None:
     with pytest.raises(ValueError, match="line break"):
         answer_bytes(200, [("Idempotency-Key", value)], b"", date="d", server="s", close=False)
+
+
+def test_the_front_serves_only_routes_the_app_has_and_serves_them_alike() -> None:
+    """A route renamed or changed in the table (api/http/table.py) cannot leave the
+    front serving the old one: each of the front's routes is a POST of the table,
+    behind a key, with no query parameter (the front takes none), answered by the
+    handler whose ``answer_*`` the front calls."""
+    by_path = {(r.method, r.path): r for r in TABLE}
+    handlers = [hold_handlers.create_hold, hold_handlers.commit_hold, hold_handlers.release_hold]
+    for path, handler in zip(ROUTES, handlers, strict=True):
+        route = by_path[("POST", path)]
+        assert route.handler is handler
+        assert route.auth
+        assert [p.where for p in route.params] == ["path"] * path.count("{")

@@ -38,8 +38,7 @@ from slotward.api.http.hold_handlers import answer_commit, answer_create, answer
 from slotward.api.http.jsonbody import MAX_BODY_BYTES
 from slotward.api.http.problems import problem_of
 from slotward.api.http.responses import reply_headers, reply_status
-from slotward.api.http.telemetry import failure_of, observe_call
-from slotward.engine.errors import SlotwardError
+from slotward.api.http.telemetry import observe_refusal, observe_reply
 from slotward.engine.model import Principal
 
 __all__ = ["Edge", "Front"]
@@ -291,17 +290,10 @@ async def _serve(svc: Services, request: Parsed) -> tuple[int, list[tuple[str, s
             reply = await answer_release(svc, principal, request.hold_id, request.body, key)
     except Exception as exc:
         problem = problem_of(exc, method, route)
-        status, outcome = failure_of(exc)
-        key = None
-        if isinstance(exc, SlotwardError):
-            metrics.refused(exc)
-            key = exc.idempotency_key
-        observe_call(metrics, method, route, principal, started, status, outcome=outcome, key=key)
+        observe_refusal(metrics, method, route, principal, started, exc)
         headers = [(k, v) for k, v in problem.headers.items() if k.lower() != "content-length"]
         body = problem.body
         return problem.status, headers, body if isinstance(body, bytes) else b""
-    metrics.answered(reply)
     status = reply_status(reply)
-    observe_call(metrics, method, route, principal, started, status, outcome=reply.outcome,
-                 key=reply.key, workflow=reply.workflow_id, hold=reply.hold_id)  # fmt: skip
+    observe_reply(metrics, method, route, principal, started, status, reply)
     return status, reply_headers(reply), reply.body

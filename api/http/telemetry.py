@@ -24,7 +24,13 @@ from slotward.api.metrics import Metrics
 from slotward.engine.errors import SlotwardError
 from slotward.engine.model import Principal, Reply
 
-__all__ = ["UNMATCHED", "failure_of", "metrics_handler", "observe_call", "observe_middleware"]
+__all__ = [
+    "UNMATCHED",
+    "metrics_handler",
+    "observe_middleware",
+    "observe_refusal",
+    "observe_reply",
+]
 
 access_log = logging.getLogger("slotward.access")
 
@@ -40,7 +46,7 @@ def _route(request: web.Request) -> str:
     return UNMATCHED if resource is None else resource.canonical
 
 
-def failure_of(exc: Exception) -> tuple[int, str]:
+def _failure(exc: Exception) -> tuple[int, str]:
     """The status and the log outcome of an exception the problem middleware answers."""
     if isinstance(exc, SlotwardError):
         return status_of(exc), exc.code
@@ -59,30 +65,52 @@ async def observe_middleware(request: web.Request, handler: Handler) -> web.Stre
     try:
         response = await handler(request)
     except Exception as exc:
-        status, outcome = failure_of(exc)
-        if isinstance(exc, SlotwardError):
-            metrics.refused(exc)
-        key = exc.idempotency_key if isinstance(exc, SlotwardError) else None
-        _observe(request, metrics, started, status, outcome=outcome, key=key)
+        observe_refusal(metrics, request.method, _route(request), request.get(PRINCIPAL),
+                        started, exc)  # fmt: skip
         raise
     reply = _reply(response)
+    route, principal = _route(request), request.get(PRINCIPAL)
     if reply is None:
-        _observe(request, metrics, started, response.status)
+        _observe(metrics, request.method, route, principal, started, response.status)
     else:
-        metrics.answered(reply)
-        _observe(request, metrics, started, response.status, outcome=reply.outcome,
-                 key=reply.key, workflow=reply.workflow_id, hold=reply.hold_id)  # fmt: skip
+        observe_reply(metrics, request.method, route, principal, started, response.status, reply)
     return response
 
 
-def _observe(
-    request: web.Request, metrics: Metrics, started: float, status: int, **fields: Any
+def observe_refusal(
+    metrics: Metrics,
+    method: str,
+    route: str,
+    principal: Principal | None,
+    started: float,
+    exc: Exception,
 ) -> None:
-    principal = request.get(PRINCIPAL)
-    observe_call(metrics, request.method, _route(request), principal, started, status, **fields)
+    """Count, time and log a request answered by ``exc``'s problem (also the front's:
+    api/http/front.py). ``started``: ``time.perf_counter()`` at its start."""
+    status, outcome = _failure(exc)
+    key = None
+    if isinstance(exc, SlotwardError):
+        metrics.refused(exc)
+        key = exc.idempotency_key
+    _observe(metrics, method, route, principal, started, status, outcome=outcome, key=key)
 
 
-def observe_call(
+def observe_reply(
+    metrics: Metrics,
+    method: str,
+    route: str,
+    principal: Principal | None,
+    started: float,
+    status: int,
+    reply: Reply,
+) -> None:
+    """Count, time and log a request answered by a service's ``reply`` (also the front's)."""
+    metrics.answered(reply)
+    _observe(metrics, method, route, principal, started, status, outcome=reply.outcome,
+             key=reply.key, workflow=reply.workflow_id, hold=reply.hold_id)  # fmt: skip
+
+
+def _observe(
     metrics: Metrics,
     method: str,
     route: str,
@@ -91,8 +119,6 @@ def observe_call(
     status: int,
     **fields: Any,
 ) -> None:
-    """Count and time one answered request and write its access line (also the
-    front's requests: api/http/front.py). ``started``: ``time.perf_counter()``."""
     seconds = time.perf_counter() - started
     metrics.request(route, method, status, seconds)
     if not access_log.isEnabledFor(logging.INFO):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict, deque
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from slotward.api.metrics import Metrics
@@ -37,7 +36,6 @@ from slotward.engine.usecases.workflows import (
     Unflushed,
     flag_retry_storm,
     record_replays,
-    whole_second,
     window_start,
 )
 
@@ -48,19 +46,25 @@ log = logging.getLogger("slotward.storms")
 _Key = tuple[str, str]  # (tenant, workflow_id)
 
 
-@dataclass
 class _Watch:
-    """What this process knows of one workflow's replays."""
+    """What this process knows of one workflow's replays.
 
-    recent: deque[datetime]  # its latest replays here, at most storm_replays of them
-    # Seen here, not yet handed to the store: by whole second, and those too old
-    # for any window still to come (after a failed hand-over), which only add to
-    # the total. Memory stays at most one window of seconds per workflow.
-    seconds: dict[datetime, int] = field(default_factory=dict)
-    older: int = 0
-    last_at: datetime | None = None  # the latest replay seen here
-    flagged_at: datetime | None = None  # the latest flag known here (ours, tried, or stored)
-    held_back: bool = False  # a flag write failed: no retry from replays before a hand-over
+    A plain class with slots, not a dataclass: one is made for every workflow
+    replayed, and most are replayed once (docs/performance.md, thirteenth pass).
+    """
+
+    __slots__ = ("flagged_at", "held_back", "last_at", "older", "recent", "seconds")
+
+    def __init__(self, threshold: int) -> None:
+        self.recent: deque[datetime] = deque(maxlen=threshold)  # its latest replays here
+        # Seen here, not yet handed to the store: by whole second, and those too
+        # old for any window still to come (after a failed hand-over), which only
+        # add to the total. Memory stays at most one window of seconds per workflow.
+        self.seconds: dict[datetime, int] = {}
+        self.older = 0
+        self.last_at: datetime | None = None  # the latest replay seen here
+        self.flagged_at: datetime | None = None  # the latest flag known (ours, tried, or stored)
+        self.held_back = False  # a flag write failed: no retry from replays before a hand-over
 
     @property
     def pending(self) -> int:
@@ -90,16 +94,19 @@ class StormWatch:
             return
         now = self._clock.now()
         key = (tenant, workflow_id)
-        watch = self._watches.pop(key, None) or self._new_watch()
-        self._watches[key] = watch  # the latest replayed last: the idle are found first
+        watches = self._watches
+        watch = watches.pop(key, None) or _Watch(self._threshold)
+        watches[key] = watch  # the latest replayed last: the idle are found first
         self._pending.add(key)
-        second = whole_second(now)
-        watch.seconds[second] = watch.seconds.get(second, 0) + 1
+        second = now.replace(microsecond=0)  # whole_second(now), inline: once a replay
+        seconds = watch.seconds
+        seconds[second] = seconds.get(second, 0) + 1
         watch.last_at = now
-        watch.recent.append(now)
+        recent = watch.recent
+        recent.append(now)
         # ``recent`` keeps the latest storm_replays replays: it is full and its
         # oldest is within the window exactly when the window holds that many.
-        if len(watch.recent) == self._threshold and now - watch.recent[0] < self._window:
+        if len(recent) == self._threshold and now - recent[0] < self._window:
             await self._flag(tenant, workflow_id, watch, self._threshold, now)
 
     @property
@@ -124,11 +131,12 @@ class StormWatch:
         now = self._clock.now()
         by_tenant: defaultdict[str, dict[str, ReplayCount]] = defaultdict(dict)
         pending, self._pending = self._pending, set()  # not every workflow watched: these
-        for tenant, workflow_id in pending:
-            watch = self._watches.get((tenant, workflow_id))
-            if watch is not None and watch.pending and watch.last_at is not None:
-                seen = ReplayCount(watch.seconds, watch.last_at, watch.older)
-                by_tenant[tenant][workflow_id] = seen
+        watches = self._watches
+        for key in pending:
+            watch = watches.get(key)
+            # Replays to hand over: a second's count or ``older`` is never 0 when kept.
+            if watch is not None and (watch.seconds or watch.older) and watch.last_at is not None:
+                by_tenant[key[0]][key[1]] = ReplayCount(watch.seconds, watch.last_at, watch.older)
                 # Taken before any await: a flush running meanwhile cannot count them too.
                 watch.seconds, watch.older = {}, 0
         for tenant, counts in by_tenant.items():
@@ -218,7 +226,7 @@ class StormWatch:
         return watch
 
     def _new_watch(self) -> _Watch:
-        return _Watch(deque(maxlen=self._threshold))
+        return _Watch(self._threshold)
 
     def _forget_idle(self, now: datetime) -> None:
         """Drop workflows with nothing to flush and no replay here for a whole window.

@@ -227,6 +227,26 @@ async def test_a_storm_within_one_second_split_over_two_processes_is_flagged_onc
     assert store.state.workflows[("acme", "wf")].storms == 1
 
 
+async def test_replays_of_a_clock_set_back_count_as_now_not_in_the_future(
+    store: InMemoryStore, clock: FixedClock
+) -> None:
+    # Replays at 09:00:05, then the clock is set back to 09:00:00 before the
+    # hand-over: they are kept as 09:00:00's, and leave the window when it does.
+    one, m1 = _watch(store, clock)
+    two, m2 = _watch(store, clock)
+    clock.advance(5)
+    await _replays(one, 2)
+    clock.set(T0)
+    await one.flush()
+    assert set(store.state.replay_seconds.values()) == {2}
+    assert [k[2] for k in store.state.replay_seconds] == [T0]
+    clock.advance(12)  # the window (10 s) now starts at 09:00:03
+    await _replays(two, 2)
+    await two.flush()  # 2 within the window: kept at 09:00:05, they would make 4
+    assert (m1.storms, m2.storms) == (0, 0)
+    assert _storm_types(store) == []
+
+
 async def test_a_failing_store_does_not_make_every_replay_of_a_storm_write(
     clock: FixedClock,
 ) -> None:

@@ -198,6 +198,8 @@ class _Prefixed:
         return self._row[self._prefix + name]
 
 
+_STATUSES = {s.value: s for s in HoldStatus}  # a dict's lookup, not the enum's call
+
 # By dialect, then by whether emails are asked about.
 _REPLAY_STATE = {
     "sqlite": (_replay_state(None), _replay_state(func.json_group_object)),
@@ -243,9 +245,11 @@ class SqlLedger:
 
     def replay_state(self, tenant: str, key: str, emails: Collection[str]) -> ReplayState | None:
         # The three reads of a replay's lookup in one statement and one round trip.
-        stmt = _REPLAY_STATE[self._db.conn.dialect.name][bool(emails)]
-        params = {"tenant": tenant, "key": key}
-        row = self._db.first(stmt, {**params, "emails": list(emails)} if emails else params)
+        if emails:
+            params = {"tenant": tenant, "key": key, "emails": list(emails)}
+            row = self._db.first(_REPLAY_STATE[self._dialect][1], params)
+        else:
+            row = self._db.first(_REPLAY_STATE[self._dialect][0], {"tenant": tenant, "key": key})
         if row is None:
             return None
         # Text on SQLite ("{}" for no row); on PostgreSQL decoded already, or NULL.
@@ -260,7 +264,7 @@ class SqlLedger:
             created=bool(row["created"]),
             body=bytes(row["body"]),
             hold_id=row["hold_id"],
-            hold_status=None if status is None else HoldStatus(status),
+            hold_status=None if status is None else _STATUSES[status],
             hold_expires_at=None if status is None else from_us(row["hold_expires_us"]),
             directory=directory or {},
         )

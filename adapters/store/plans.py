@@ -36,7 +36,9 @@ _POSTCOMPILE = "__[POSTCOMPILE_{}]"
 class Plan:
     """One statement compiled for one dialect and shape of parameters."""
 
-    __slots__ = ("expanding", "fixed", "kind", "named", "order", "plain", "sizes", "sql", "table")
+    __slots__ = (
+        "expanding", "fixed", "kind", "named", "order", "places", "plain", "sizes", "sql", "table",
+    )  # fmt: skip
 
     def __init__(
         self, stmt: Executable, names: Sequence[str], lengths: Sequence[int], dialect: Dialect
@@ -83,17 +85,22 @@ class Plan:
             sql, self.order = _numbered(sql)
         self.sql = sql
         self.plain = not self.fixed and not self.expanding  # sqlite3 binds such params as given
+        # Each expanding parameter's placeholders by name, made once, not at each bind.
+        self.places = tuple(
+            tuple(f"{name}__{i}" for i in range(size))
+            for name, size in zip(self.expanding, self.sizes, strict=True)
+        )
 
     def bind(self, params: Params) -> dict[str, Any]:
         bound = {**self.fixed, **params}
-        for name, size in zip(self.expanding, self.sizes, strict=True):
+        for name, places in zip(self.expanding, self.places, strict=True):
             values = bound.pop(name)
-            if not 0 < len(values) <= size:
-                raise ValueError(f"{len(values)} values for the {size} places of {name!r}")
-            for i, value in enumerate(values):
-                bound[f"{name}__{i}"] = value
-            for i in range(len(values), size):  # the places past the list: its last again
-                bound[f"{name}__{i}"] = values[-1]
+            if not 0 < len(values) <= len(places):
+                raise ValueError(f"{len(values)} values for the {len(places)} places of {name!r}")
+            bound.update(zip(places, values, strict=False))  # fewer values: padded below
+            last = values[-1]
+            for place in places[len(values) :]:  # the places past the list: its last again
+                bound[place] = last
         return bound
 
 
@@ -177,7 +184,7 @@ def plan_of(stmt: Executable, params: Params, dialect: Dialect = SQLITE) -> Plan
     flat = _FLAT.get((id(stmt), dialect.name, names))
     if flat is not None and flat[0] is stmt:
         return flat[1]
-    lengths = tuple(_places(len(v)) if isinstance(v, list) else -1 for v in params.values())
+    lengths = tuple([_places(len(v)) if isinstance(v, list) else -1 for v in params.values()])
     key = (id(stmt), dialect.name, names, lengths)
     found = _PLANS.get(key)
     if found is None or found[0] is not stmt:

@@ -71,7 +71,10 @@ def _timestamp(created: float) -> str:
     if cached[0] != whole:
         text = datetime.fromtimestamp(whole, UTC).replace(tzinfo=None).isoformat()
         cached = _second = (whole, text)
-    return f"{cached[1]}.{micros // 1000:03d}Z"
+    return cached[1] + _MILLIS[micros // 1000]
+
+
+_MILLIS = [f".{ms:03d}Z" for ms in range(1000)]  # a line's end of its timestamp, made once
 
 
 _JSON_UNSAFE = re.compile(r"[\x7f-\x9f\u2028\u2029\ud800-\udfff]")
@@ -220,7 +223,7 @@ class _SlotwardHandler(logging.StreamHandler[IO[str]]):
         try:
             # _direct only hands over a handler with configure_logging's formatter.
             assert isinstance(formatter, (JsonFormatter, TextFormatter))
-            created = _WALL_CLOCK.now().timestamp()  # as a LogRecord's, the wall clock
+            created = _WALL_CLOCK.timestamp()  # as a LogRecord's, the wall clock
             line = (formatter, created, logging.getLevelName(level), logger.name, msg, fields)
             try:
                 loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()

@@ -19,6 +19,11 @@ class SystemClock:
     def now(self) -> datetime:
         return datetime.now(UTC)
 
+    def timestamp(self) -> float:
+        """Now as POSIX seconds, as a ``LogRecord``'s ``created``: ``now().timestamp()``
+        without the datetime (a log line's, once a request)."""
+        return time.time()
+
 
 class FixedClock:
     """A clock tests move by hand: ``advance()`` instead of ``sleep``."""

@@ -52,8 +52,11 @@ _PREFIX = b"POST /v1/holds"
 
 _NAME = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # an RFC 9110 token
 _VALUE = rb"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?"  # visible ASCII, inner blanks
-_FIELDS = re.compile(rb"(?:%s:[ \t]*%s[ \t]*\r\n)*" % (_NAME, _VALUE))  # a head's lines
-_FIELD = re.compile(rb"(%s):[ \t]*(%s)[ \t]*\r\n" % (_NAME, _VALUE))  # a name and its value
+# A head's lines, each a name and its value, in one scan: a byte that does not
+# start such a line is taken alone by the last group, and makes the head foreign.
+# So the head is read whole exactly when no match has that group: the lines it
+# matched, one after another, are the head.
+_FIELD = re.compile(rb"(%s):[ \t]*(%s)[ \t]*\r\n|([\s\S])" % (_NAME, _VALUE))
 _REFUSED = frozenset({b"transfer-encoding", b"content-encoding", b"expect", b"upgrade", b"cookie"})
 _CONNECTION = {b"keep-alive": False, b"close": True}
 
@@ -95,12 +98,12 @@ def parse(buf: bytes | bytearray, start: int, max_body: int) -> Parsed | str:
     if line is None:
         return FOREIGN
     block = bytes(buf[line_end + 2 : head_end + 2])  # each header line with its CRLF
-    if _FIELDS.fullmatch(block) is None:
+    found = _FIELD.findall(block)
+    headers = {name.lower(): value for name, value, stray in found if not stray}
+    if len(headers) != len(found) or not _REFUSED.isdisjoint(headers):
+        # A stray byte (not a header line of the subset), a header named twice,
+        # or one the front leaves to aiohttp.
         return FOREIGN
-    pairs = _FIELD.findall(block)
-    headers = {name.lower(): value for name, value in pairs}
-    if len(headers) != len(pairs) or not _REFUSED.isdisjoint(headers):
-        return FOREIGN  # a header named twice, or one the front leaves to aiohttp
     length = headers.get(b"content-length")
     if length is None or not length.isdigit() or len(length) > 9 or b"authorization" not in headers:
         return FOREIGN

@@ -7,6 +7,9 @@ its own way (or refuse), which the front must leave to it.
 
 from __future__ import annotations
 
+import random
+import re
+
 import pytest
 
 from slotward.api.http import hold_handlers
@@ -205,3 +208,43 @@ def test_the_front_serves_only_routes_the_app_has_and_serves_them_alike() -> Non
         assert route.handler is handler
         assert route.auth
         assert [p.where for p in route.params] == ["path"] * path.count("{")
+
+
+# The header grammar of the subset, written plainly: a head is read only if its
+# lines are all of it. The reader checks this in one scan (front_parse._FIELD);
+# the two must agree on every head.
+_TOKEN = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"
+_VISIBLE = rb"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?"
+_GRAMMAR = re.compile(rb"(?:(%s):[ \t]*(%s)[ \t]*\r\n)*" % (_TOKEN, _VISIBLE))
+_PIECES = [b"X-A", b"x-b", b":", b" ", b"\t", b"v", b"1", b"\r\n", b"\r", b"\n", b"\x00",
+           b"\x7f", b"\xc3\xa9", b"(", b"\"", b"Idempotency-Key", b"  "]  # fmt: skip
+
+
+def test_the_one_scan_reads_exactly_the_heads_of_the_plain_grammar() -> None:
+    rng = random.Random(16)
+    checked = 0
+    for _ in range(4000):
+        lines = []
+        for n in range(rng.randint(0, 3)):
+            if rng.random() < 0.5:  # a well-formed line, perhaps mangled below
+                line = b"X-H%d: %s\r\n" % (n, rng.choice([b"v", b"a b", b"", b"x\t"]))
+            else:
+                line = b"".join(rng.choice(_PIECES) for _ in range(rng.randint(1, 6)))
+            lines.append(line)
+        block = b"".join(lines)
+        if block and not block.endswith(b"\r\n"):
+            block += b"\r\n"  # the head's lines are what comes before its blank line
+        if b"\r\n\r\n" in b"\r\n" + block:
+            continue  # not a head: its end would come earlier
+        plain = _GRAMMAR.fullmatch(block) is not None
+        wire = b"POST /v1/holds HTTP/1.1\r\nAuthorization: Bearer k\r\nContent-Length: 0\r\n"
+        found = parse(wire + block + b"\r\n", 0, 65536)
+        # A plain head's lines each end in CRLF and hold none before: split, named.
+        names = [line.split(b":", 1)[0].lower() for line in block.split(b"\r\n")[:-1]]
+        given = {b"authorization", b"content-length", *names}
+        if plain and len(given) == len(names) + 2:  # no header named twice
+            assert isinstance(found, Parsed), block
+        else:
+            assert found == FOREIGN, block
+        checked += 1
+    assert checked > 3000

@@ -51,11 +51,12 @@ _PREFIX = b"POST /v1/holds"
 
 _NAME = rb"[!#$%&'*+\-.^_`|~0-9A-Za-z]+"  # an RFC 9110 token
 _VALUE = rb"(?:[\x21-\x7e](?:[\x20-\x7e\t]*[\x21-\x7e])?)?"  # visible ASCII, inner blanks
-# A head's lines, each a name and its value, in one scan: a byte that does not
-# start such a line is taken alone by the last group, and makes the head foreign.
-# So the head is read whole exactly when no match has that group: the lines it
-# matched, one after another, are the head.
-_FIELD = re.compile(rb"(%s):[ \t]*(%s)[ \t]*\r\n|([\s\S])" % (_NAME, _VALUE))
+# A head's lines, each a name and its value, in one scan: from the first byte
+# that does not start such a line, the rest is taken whole by the last group
+# (one match, however long the head), and makes the head foreign. So the head
+# is read exactly when no match has that group: the lines it matched, one
+# after another, are the head.
+_FIELD = re.compile(rb"(%s):[ \t]*(%s)[ \t]*\r\n|([\s\S]+)" % (_NAME, _VALUE))
 _REFUSED = frozenset({b"transfer-encoding", b"content-encoding", b"expect", b"upgrade", b"cookie"})
 _CONNECTION = {b"keep-alive": False, b"close": True}
 

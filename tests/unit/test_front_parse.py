@@ -248,3 +248,13 @@ def test_the_one_scan_reads_exactly_the_heads_of_the_plain_grammar() -> None:
             assert found == FOREIGN, block
         checked += 1
     assert checked > 3000
+
+
+def test_a_head_of_stray_bytes_is_one_match_not_one_a_byte() -> None:
+    # A client may send MAX_HEAD bytes of anything: the scan must not make a
+    # match (a tuple, a copy) of each of them before it says foreign.
+    from slotward.api.http.front_parse import _FIELD
+
+    for block in (b"\x01" * MAX_HEAD, b"X-A: 1\r\n" + b"(\r\n" * 2000, b"a" * 500):
+        strays = [m for m in _FIELD.findall(block) if m[2]]
+        assert len(strays) == 1

@@ -36,6 +36,7 @@ from slotward.engine.usecases.workflows import (
     Unflushed,
     flag_retry_storm,
     record_replays,
+    whole_second,
     window_start,
 )
 
@@ -98,7 +99,7 @@ class StormWatch:
         watch = watches.pop(key, None) or _Watch(self._threshold)
         watches[key] = watch  # the latest replayed last: the idle are found first
         self._pending.add(key)
-        second = now.replace(microsecond=0)  # whole_second(now), inline: once a replay
+        second = whole_second(now)
         seconds = watch.seconds
         seconds[second] = seconds.get(second, 0) + 1
         watch.last_at = now
@@ -222,11 +223,8 @@ class StormWatch:
     def _watch(self, key: _Key) -> _Watch:
         watch = self._watches.get(key)
         if watch is None:
-            watch = self._watches[key] = self._new_watch()
+            watch = self._watches[key] = _Watch(self._threshold)
         return watch
-
-    def _new_watch(self) -> _Watch:
-        return _Watch(self._threshold)
 
     def _forget_idle(self, now: datetime) -> None:
         """Drop workflows with nothing to flush and no replay here for a whole window.

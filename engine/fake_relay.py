@@ -96,9 +96,10 @@ class FakeOutbox:
         old = sorted(
             (
                 e for e in state.outbox
-                if e.state == "delivered" and e.settled_at is not None and e.settled_at < before
+                if e.state == "delivered" and e.settled_at is not None
+                and e.created_at < before and e.settled_at < before
             ),
-            key=lambda e: (e.settled_at, e.id),
+            key=lambda e: (e.created_at, e.id),
         )[:limit]  # fmt: skip
         gone = {e.id for e in old}
         state.outbox = [e for e in state.outbox if e.id not in gone]

@@ -57,10 +57,22 @@ _SETTLE = (
     .values(state=bindparam("v_state"), settled_us=bindparam("v_settled_us"))
 )
 _GET = select(t.outbox).where(_o.id == bindparam("id"), _o.tenant == bindparam("tenant"))
+# An event is settled after it is made, so one settled before the cutoff was
+# made before it too: the index (state, created_us) then reads only the events
+# made before the cutoff, in order, and stops at the limit. Filtered and sorted
+# by settled_us alone, each sweep read and sorted every delivered event kept
+# (every create's, for the retention), to purge none. One settled after the
+# cutoff but made before it (delivered late) is read and passed over until its
+# settling is old enough; after the clock was set back, one made "after" the
+# cutoff waits until it is not: purged late, never early.
 _PURGEABLE = (
     select(_o.id)
-    .where(_o.state == "delivered", _o.settled_us < bindparam("before"))
-    .order_by(_o.settled_us, _o.id)
+    .where(
+        _o.state == "delivered",
+        _o.created_us < bindparam("before"),
+        _o.settled_us < bindparam("before"),
+    )
+    .order_by(_o.created_us, _o.id)
     .limit(bindparam("limit"))
 )
 _PURGE_ATTEMPTS = delete(t.delivery_attempts).where(

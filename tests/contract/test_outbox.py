@@ -170,6 +170,24 @@ def test_purge_deletes_old_delivered_events_with_their_deliveries_and_attempts(d
     assert len(db.look(lambda uow: uow.deliveries.attempts("dlv_2"))) == 1
 
 
+def test_purge_waits_for_both_an_events_making_and_settling_to_pass_the_cutoff(db: Db) -> None:
+    # A settling before the making: the clock was set back in between. The
+    # event is purged late (once it was made before the cutoff), never early.
+    made_late = event("evt_late", state="delivered", fanned=True, created_at=at(6),
+                      settled_at=at(1))  # fmt: skip
+    old = event("evt_old", state="delivered", fanned=True, created_at=at(0), settled_at=at(2))
+
+    def add(uow: UnitOfWork) -> None:
+        uow.outbox.add(made_late)
+        uow.outbox.add(old)
+
+    db.commit(add)
+    assert db.commit(lambda uow: uow.outbox.purge_delivered(at(5), 10)) == 1
+    assert [e.id for e in _events(db)] == ["evt_late"]
+    assert db.commit(lambda uow: uow.outbox.purge_delivered(at(7), 10)) == 1
+    assert _events(db) == []
+
+
 def test_the_gauges_show_the_lag_the_dead_and_the_failing(db: Db) -> None:
     def add(uow: UnitOfWork) -> None:
         uow.outbox.add(event("evt_1", created_at=at(3)))

@@ -277,3 +277,11 @@ def test_busy_blocks_overlapping_seek_their_index_on_postgresql(postgres: PgServ
 
 def _literal(value: Any) -> str:
     return str(value) if isinstance(value, int) else "'" + str(value).replace("'", "''") + "'"
+
+
+def test_the_delivered_events_purge_seeks_only_events_made_before_the_cutoff(
+    migrated: Path,
+) -> None:
+    steps = _steps(migrated, outbox_repo._PURGEABLE, PARAMS)
+    wanted = "SEARCH outbox USING INDEX ix_outbox_state_created (state=? AND created_us<?)"
+    assert wanted in steps, steps

@@ -18,6 +18,8 @@ from slotward.adapters.store import tables as t
 from tests.integration.databases import empty_database, migrate_to
 
 NEW_TABLES = ("calendar_bindings", "calendar_busy", "calendar_writes")
+# Indexes of these tables that later migrations made (each has its own test).
+LATER_INDEXES = {"ix_calendar_writes_deletes"}  # 0011
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -56,8 +58,9 @@ def test_the_migrated_schema_is_the_one_the_code_declares(db: Engine) -> None:
         assert list(columns) == [c.name for c in table.columns], name
         assert all(columns[c.name]["nullable"] == c.nullable for c in table.columns), name
         indexes = {i["name"]: i["column_names"] for i in schema.get_indexes(name)}
-        assert set(indexes) == {i.name for i in table.indexes}, name
-        for index in table.indexes:
+        declared = [i for i in table.indexes if i.name not in LATER_INDEXES]
+        assert set(indexes) == {i.name for i in declared}, name
+        for index in declared:
             assert indexes[index.name] == [c.name for c in index.columns], index.name
         pk = schema.get_pk_constraint(name)["constrained_columns"]
         assert pk == [c.name for c in table.primary_key.columns], name

@@ -200,7 +200,7 @@ CALENDAR_HOT: dict[str, tuple[Executable, str]] = {
         calendar_write_repos._WRITES_OF,
         "sqlite_autoindex_calendar_writes_1",
     ),
-    "calendar writes to purge": (calendar_write_repos._WRITTEN, "ix_calendar_writes_state_next"),
+    "calendar writes to purge": (calendar_write_repos._WRITTEN, "ix_calendar_writes_deletes"),
 }
 
 
@@ -277,6 +277,29 @@ def test_busy_blocks_overlapping_seek_their_index_on_postgresql(postgres: PgServ
 
 def _literal(value: Any) -> str:
     return str(value) if isinstance(value, int) else "'" + str(value).replace("'", "''") + "'"
+
+
+# The sweepers' picks: a batch of what is due or old enough, up to a limit, on
+# the writer, over and over. Each must read its index in order and stop at the
+# limit: one that sorts every match first reads them all each time, however
+# few it takes (the delivered events' purge read every event kept, each
+# sweep, to purge none).
+BATCHES = [
+    (name, stmt, params)
+    for table, params in ((HOT, PARAMS), (CALENDAR_HOT, CALENDAR_PARAMS),
+                          (DASHBOARD_HOT, DASHBOARD_PARAMS))
+    for name, (stmt, _) in table.items()
+    if "to purge" in name or " due" in name
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", [name for name, _, _ in BATCHES])
+def test_a_sweepers_batch_reads_in_index_order_and_sorts_nothing_whole(
+    migrated: Path, name: str
+) -> None:
+    stmt, params = next((stmt, params) for n, stmt, params in BATCHES if n == name)
+    steps = _steps(migrated, stmt, params | JSON_LISTS.get(name, {}))
+    assert "USE TEMP B-TREE FOR ORDER BY" not in steps, steps
 
 
 def test_the_delivered_events_purge_seeks_only_events_made_before_the_cutoff(

@@ -9,7 +9,8 @@ here), and joins pending PostgreSQL writes into one statement.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 from sqlalchemy import ClauseElement, Dialect, Executable
@@ -21,14 +22,16 @@ __all__ = ["ASYNCPG", "SQLITE", "Plan", "combined", "compiled_shapes", "plan_of"
 
 Params = Mapping[str, Any]
 
-# sqlite3 binds named parameters (":tenant") from a dict as they are. asyncpg
-# takes $1, $2...: its statements are compiled in pyformat ("%(tenant)s"), where
-# SQLAlchemy doubles every literal "%", so Python's own %-formatting can number
-# the parameters (``_Numbers``) and undo the doubling, with no SQL parsed here.
-# (SQLAlchemy's own "numeric_dollar" numbers them too, but not the elements of
-# an expanding parameter without its values, and not across the statements
-# ``combined`` joins.)
-SQLITE = sqlite.dialect(paramstyle="named")
+# Both drivers are given their parameters by position: sqlite3 binds a tuple
+# to "?" in half the time it takes to look each name of a dict up (4.7 against
+# 2.5 us for an insert of 20 columns, the tuple made by ``operator.itemgetter``
+# included), and asyncpg takes $1, $2... Statements are compiled in pyformat
+# ("%(tenant)s"), where SQLAlchemy doubles every literal "%", so Python's own
+# %-formatting can put each driver's marks in (``_Marks``, ``_Numbers``) and
+# undo the doubling, with no SQL parsed here. (SQLAlchemy's own "numeric_dollar"
+# numbers them too, but not the elements of an expanding parameter without its
+# values, and not across the statements ``combined`` joins.)
+SQLITE = sqlite.dialect(paramstyle="pyformat")
 ASYNCPG: Dialect = asyncpg.dialect(paramstyle="pyformat")  # type: ignore[no-untyped-call]
 _POSTCOMPILE = "__[POSTCOMPILE_{}]"
 
@@ -37,7 +40,8 @@ class Plan:
     """One statement compiled for one dialect and shape of parameters."""
 
     __slots__ = (
-        "expanding", "fixed", "kind", "named", "order", "places", "plain", "sizes", "sql", "table",
+        "_take", "expanding", "fixed", "kind", "named", "order", "places", "plain", "sizes", "sql",
+        "table",
     )  # fmt: skip
 
     def __init__(
@@ -49,7 +53,7 @@ class Plan:
             # A Python-side default or onupdate would be bound as NULL here.
             raise ValueError(f"a column default computed in Python is not supported: {stmt}")
         sql = str(compiled)
-        mark = "%({})s" if dialect is ASYNCPG else ":{}"
+        mark = "%({})s"
         given = set(names)
         self.fixed: dict[str, Any] = {}
         self.expanding: tuple[str, ...] = ()
@@ -80,16 +84,21 @@ class Plan:
         table = getattr(stmt, "table", None)
         self.table: str | None = getattr(table, "name", None)
         self.kind = type(stmt).__name__.lower()  # insert, update, delete, select...
-        self.order: tuple[str, ...] = ()
-        if dialect is ASYNCPG:  # positional: $n in order of first use
-            sql, self.order = _numbered(sql)
+        # The parameters' names by position: $n in order of first use (asyncpg),
+        # or one "?" a use, a name used twice given twice (sqlite3).
+        sql, self.order = _numbered(sql) if dialect is ASYNCPG else _marked(sql)
         self.sql = sql
         self.plain = not self.fixed and not self.expanding  # sqlite3 binds such params as given
+        self._take = _taker(self.order)
         # Each expanding parameter's placeholders by name, made once, not at each bind.
         self.places = tuple(
             tuple(f"{name}__{i}" for i in range(size))
             for name, size in zip(self.expanding, self.sizes, strict=True)
         )
+
+    def args(self, params: Params) -> tuple[Any, ...]:
+        """The values the driver binds, by position (``order``)."""
+        return self._take(params if self.plain else self.bind(params))
 
     def bind(self, params: Params) -> dict[str, Any]:
         bound = {**self.fixed, **params}
@@ -136,6 +145,33 @@ class _Numbers:
             self.order.append(key)
             self._given[key] = f"${len(self.order)}"
         return self._given[key]
+
+
+class _Marks:
+    """ "?" for each parameter of pyformat SQL; their names, in order, in ``order``."""
+
+    def __init__(self) -> None:
+        self.order: list[str] = []
+
+    def __getitem__(self, name: str) -> str:
+        self.order.append(name)
+        return "?"
+
+
+def _marked(sql: str) -> tuple[str, tuple[str, ...]]:
+    """Pyformat ``sql`` with "?" for its parameters, and their names in order."""
+    marks = _Marks()
+    return sql % marks, tuple(marks.order)
+
+
+def _taker(order: Sequence[str]) -> Callable[[Params], tuple[Any, ...]]:
+    """A function of a statement's parameters to their values in ``order``, as a tuple."""
+    if len(order) > 1:
+        return operator.itemgetter(*order)
+    if order:
+        (name,) = order
+        return lambda params: (params[name],)
+    return lambda params: ()
 
 
 def _numbered(sql: str) -> tuple[str, tuple[str, ...]]:

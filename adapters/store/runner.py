@@ -122,11 +122,11 @@ class DriverRunner:
         self._pending: list[tuple[Plan, dict[str, Any]]] = []
 
     def _args(self, plan: Plan, params: Params) -> Any:
-        if plan.plain and self._dialect is SQLITE:
-            return params  # bound now, not kept: no copy needed
+        # Both by position: sqlite3 a tuple, asyncpg a list (empty if none).
+        if self._dialect is SQLITE:
+            return plan.args(params)
         bound = plan.bind(params)
-        # sqlite3 binds by name; asyncpg by position (a list, empty if none).
-        return bound if self._dialect is SQLITE else [bound[name] for name in plan.order]
+        return [bound[name] for name in plan.order]
 
     def _run(self, stmt: Executable, params: Params | None) -> Any:
         if self._pending:

@@ -59,7 +59,7 @@ def test_the_spans_of_a_refusal_start_from_the_attendee_index_on_sqlite(tmp_path
         _fill(conn.execute, series + " SELECT n FROM s)", "1")
         conn.execute("ANALYZE")
         plan = plan_of(hold_repo._SPANS, PARAMS)
-        steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))]
+        steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.args(PARAMS))]
     finally:
         conn.close()
     assert not [s for s in steps if s.startswith("SCAN")], steps

@@ -54,7 +54,7 @@ def test_the_window_seeks_its_index_in_its_order_on_sqlite(tmp_path: Path) -> No
         conn.execute(_HOLDS.format(base=BASE, series=series + " SELECT n FROM s)"))
         conn.execute("ANALYZE")
         plan = plan_of(hold_repo._WINDOW, PARAMS)
-        steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(PARAMS))]
+        steps = [r[3] for r in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.args(PARAMS))]
     finally:
         conn.close()
     # One step: no scan, and no temporary b-tree sorting what the index gave.

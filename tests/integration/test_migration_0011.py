@@ -81,7 +81,7 @@ def _sqlite_plan(db: Engine) -> list[str]:
     plan = plan_of(calendar_write_repos._WRITTEN, params)
     with db.connect() as conn:
         raw: Any = conn.connection.dbapi_connection
-        return [r[3] for r in raw.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(params))]
+        return [r[3] for r in raw.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.args(params))]
 
 
 def test_the_purge_picks_the_same_writes_and_reads_the_new_index(db: Engine) -> None:

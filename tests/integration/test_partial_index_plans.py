@@ -60,7 +60,7 @@ def test_a_lookup_seeks_its_partial_index_on_sqlite(migrated: Path, name: str) -
     plan = plan_of(stmt, params)
     conn = sqlite3.connect(migrated)
     try:
-        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(params))
+        rows = conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.args(params))
         steps = [row[3] for row in rows]
     finally:
         conn.close()

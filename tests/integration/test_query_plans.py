@@ -130,7 +130,7 @@ def _steps(migrated: Path, stmt: Executable, params: dict[str, Any]) -> list[str
     plan = plan_of(stmt, params)
     conn = sqlite3.connect(migrated)
     try:
-        return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.bind(params))]
+        return [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + plan.sql, plan.args(params))]
     finally:
         conn.close()
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from slotward.adapters.providers.registry import load_providers
+from slotward.adapters.random_ids import PooledIds
 from slotward.adapters.store.postgres.notify import PgSignals
 from slotward.adapters.store.postgres.store import PostgresStore
 from slotward.adapters.store.sqlite.store import SqliteStore
@@ -29,7 +30,7 @@ from slotward.api.seen import SeenCreates
 from slotward.api.sessions import DashboardSessions
 from slotward.api.storms import StormWatch
 from slotward.api.waits import settled_waits
-from slotward.engine.clock import SystemClock, TimeOrderedIds
+from slotward.engine.clock import SystemClock
 from slotward.engine.ports import Clock, IdGenerator, Store, UnitOfWork
 from slotward.engine.rules.policy import Policy
 
@@ -96,7 +97,7 @@ async def bootstrap(
     """Wire the adapters into the engine; tests pass their own clock or store."""
     chosen = store if store is not None else await open_store(config)
     clock = clock or SystemClock()
-    ids = ids or TimeOrderedIds()
+    ids = ids or PooledIds()  # their random bits drawn a pool at a time
     policy = config.policy()
     metrics = Metrics(config.metrics_dir)
     box = SecretBox.from_config(config.secret_key, config.secret_key_old)

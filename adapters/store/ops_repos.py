@@ -18,6 +18,7 @@ from sqlalchemy import (
     null,
     or_,
     select,
+    true,
     update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
@@ -73,15 +74,34 @@ _MOVE = (
 )
 
 
+# SQLite: a hand-over's rows as one JSON array of arrays, read by json_each, in
+# one statement. An executemany steps once a row, and each step gives up the
+# GIL: on the writer thread, with the event loop's thread busy answering, a
+# hand-over of thousands of workflows was thousands of hand-overs of the GIL,
+# each some microseconds of both threads' CPU.
+_ROWS = func.json_each(bindparam("rows")).table_valued("value")
+
+
+def _item(i: int) -> Any:
+    return func.json_extract(_ROWS.c.value, literal_column(f"'$[{i}]'"))
+
+
 def _add_replays(dialect: Any) -> Insert:
     """The workflow's row with the replays added (made if missing)."""
     # The constants as SQL, not parameters: the rows are then bound as given,
     # without a copy of each with the constants added (runner.py, plans.py).
-    stmt = dialect.insert(t.workflow_stats).values(
-        tenant=bindparam("tenant"), workflow_id=bindparam("workflow_id"),
-        replays=bindparam("count"), last_replay_us=bindparam("last_us"), storm_us=null(),
-        storms=literal_column("0"),
-    )  # fmt: skip
+    if dialect is sqlite:  # the rows [workflow, count, last_us] in one array
+        stmt = dialect.insert(t.workflow_stats).from_select(
+            ["tenant", "workflow_id", "replays", "last_replay_us", "storm_us", "storms"],
+            select(bindparam("tenant"), _item(0), _item(1), _item(2), null(),
+                   literal_column("0")).select_from(_ROWS).where(true()),
+        )  # fmt: skip
+    else:
+        stmt = dialect.insert(t.workflow_stats).values(
+            tenant=bindparam("tenant"), workflow_id=bindparam("workflow_id"),
+            replays=bindparam("count"), last_replay_us=bindparam("last_us"), storm_us=null(),
+            storms=literal_column("0"),
+        )  # fmt: skip
     new = stmt.excluded
     later = case(
         (_w.last_replay_us.is_(None) | (_w.last_replay_us < new.last_replay_us),
@@ -97,6 +117,13 @@ def _add_replays(dialect: Any) -> Insert:
 def _add_seconds(dialect: Any) -> Insert:
     """Replays of one second added to the stored count (made if missing)."""
     stmt = dialect.insert(t.workflow_replays)
+    if dialect is sqlite:  # the rows [workflow, second_us, count] in one array
+        stmt = stmt.from_select(
+            ["tenant", "workflow_id", "second_us", "count"],
+            select(bindparam("tenant"), _item(0), _item(1), _item(2))
+            .select_from(_ROWS)
+            .where(true()),  # an INSERT ... SELECT before ON CONFLICT needs a WHERE
+        )
     return stmt.on_conflict_do_update(  # type: ignore[no-any-return]
         index_elements=[_r.tenant, _r.workflow_id, _r.second_us],
         set_={"count": _r["count"] + stmt.excluded["count"]},
@@ -131,6 +158,14 @@ _EXECUTING = (
     .select_from(t.ledger)
     .where(t.ledger.c.lease_expires_us > bindparam("now"), t.ledger.c.state == "executing")
 )
+
+
+def _replays(count: tuple[int, datetime]) -> tuple[int, int]:
+    return count[0], to_us(count[1])
+
+
+def _json(rows: Any) -> str:
+    return orjson.dumps(rows).decode()
 
 
 def _stats(row: Row) -> WorkflowStats:
@@ -178,13 +213,17 @@ class SqlWorkflows:
         # benchmark's replays are each of another one (two statements, not one
         # per workflow). Only the rows asked for come back: most workflows are
         # far from a storm, and nothing of theirs is wanted.
-        rows = [{"tenant": tenant, "workflow_id": workflow_id, "count": count,
-                 "last_us": to_us(last_at)}
-                for workflow_id, (count, last_at) in sorted(counts.items())]  # fmt: skip
-        if not rows:
+        if not counts:
             return {}
-        self._db.write(self._add_replays, rows)
-        names = [r["workflow_id"] for r in rows]
+        names = sorted(counts)
+        if self._names_as_json:  # one statement (_ROWS)
+            rows = [[name, *_replays(counts[name])] for name in names]
+            self._db.write(self._add_replays, {"tenant": tenant, "rows": _json(rows)})
+        else:
+            self._db.write(self._add_replays, [
+                {"tenant": tenant, "workflow_id": name, "count": count, "last_us": last_us}
+                for name in names for count, last_us in (_replays(counts[name]),)
+            ])  # fmt: skip
         added: dict[str, WorkflowStats] = {}
         for start in range(0, len(names), _CHUNK):
             some: Any = names[start : start + _CHUNK]
@@ -213,17 +252,23 @@ class SqlWorkflows:
         # has few seconds and many workflows, most replayed in one second: each
         # second is made microseconds once, a workflow's seconds sorted if several.
         micros: dict[datetime, int] = {}
-        rows = []
+        rows: list[tuple[str, int, int]] = []
         for workflow_id, by_second in sorted(buckets.items()):
             items = by_second.items() if len(by_second) < 2 else sorted(by_second.items())
             for second, count in items:
                 us = micros.get(second)
                 if us is None:
                     us = micros[second] = to_us(second)
-                rows.append({"tenant": tenant, "workflow_id": workflow_id, "second_us": us,
-                             "count": count})  # fmt: skip
-        if rows:
-            self._db.write(self._add_seconds, rows)
+                rows.append((workflow_id, us, count))
+        if not rows:
+            return
+        if self._names_as_json:  # one statement (_ROWS)
+            self._db.write(self._add_seconds, {"tenant": tenant, "rows": _json(rows)})
+        else:
+            self._db.write(self._add_seconds, [
+                {"tenant": tenant, "workflow_id": w, "second_us": us, "count": n}
+                for w, us, n in rows
+            ])  # fmt: skip
 
     def replays_since(self, tenant: str, workflow_id: str, since: datetime) -> int:
         where = {"w_tenant": tenant, "w_workflow": workflow_id, "w_since_us": to_us(since)}

@@ -208,11 +208,12 @@ class SqlWorkflows:
     def add_replays(
         self, tenant: str, counts: Mapping[str, tuple[int, datetime]], *, read_back: int = 0
     ) -> dict[str, WorkflowStats]:
-        # The upserts in one executemany, then the rows read back in chunks: a
-        # flush hands over every workflow replayed since the last, and a
-        # benchmark's replays are each of another one (two statements, not one
-        # per workflow). Only the rows asked for come back: most workflows are
-        # far from a storm, and nothing of theirs is wanted.
+        # The upserts in one statement (SQLite: _ROWS) or one executemany, then
+        # the rows read back in chunks: a flush hands over every workflow
+        # replayed since the last, and a benchmark's replays are each of another
+        # one (two statements, not one per workflow). Only the rows asked for
+        # come back: most workflows are far from a storm, and nothing of theirs
+        # is wanted.
         if not counts:
             return {}
         names = sorted(counts)

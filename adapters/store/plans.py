@@ -88,7 +88,7 @@ class Plan:
         # or one "?" a use, a name used twice given twice (sqlite3).
         sql, self.order = _numbered(sql) if dialect is ASYNCPG else _marked(sql)
         self.sql = sql
-        self.plain = not self.fixed and not self.expanding  # sqlite3 binds such params as given
+        self.plain = not self.fixed and not self.expanding  # values taken from params as given
         self._take = _taker(self.order)
         # Each expanding parameter's placeholders by name, made once, not at each bind.
         self.places = tuple(
@@ -148,7 +148,7 @@ class _Numbers:
 
 
 class _Marks:
-    """ "?" for each parameter of pyformat SQL; their names, in order, in ``order``."""
+    """A "?" for each parameter of pyformat SQL; their names, in order, in ``order``."""
 
     def __init__(self) -> None:
         self.order: list[str] = []

@@ -160,10 +160,6 @@ _EXECUTING = (
 )
 
 
-def _replays(count: tuple[int, datetime]) -> tuple[int, int]:
-    return count[0], to_us(count[1])
-
-
 def _json(rows: Any) -> str:
     return orjson.dumps(rows).decode()
 
@@ -185,7 +181,8 @@ class SqlWorkflows:
         self._add_replays = _ADD_REPLAYS[db.conn.dialect.name]
         self._add_seconds = _ADD_SECONDS[db.conn.dialect.name]
         self._get_many = _GET_MANY[db.conn.dialect.name]
-        self._names_as_json = db.conn.dialect.name == "sqlite"
+        # SQLite: lists of names and rows go as one JSON array (json_each).
+        self._as_json = db.conn.dialect.name == "sqlite"
 
     def get(self, tenant: str, workflow_id: str) -> WorkflowStats | None:
         row = self._db.first(_GET, {"w_tenant": tenant, "w_workflow": workflow_id})
@@ -216,20 +213,19 @@ class SqlWorkflows:
         # is wanted.
         if not counts:
             return {}
-        names = sorted(counts)
-        if self._names_as_json:  # one statement (_ROWS)
-            rows = [[name, *_replays(counts[name])] for name in names]
+        rows = [(name, count, to_us(last_at)) for name, (count, last_at) in sorted(counts.items())]
+        if self._as_json:  # one statement (_ROWS)
             self._db.write(self._add_replays, {"tenant": tenant, "rows": _json(rows)})
         else:
             self._db.write(self._add_replays, [
-                {"tenant": tenant, "workflow_id": name, "count": count, "last_us": last_us}
-                for name in names for count, last_us in (_replays(counts[name]),)
+                {"tenant": tenant, "workflow_id": w, "count": n, "last_us": us} for w, n, us in rows
             ])  # fmt: skip
+        names = [name for name, _, _ in rows]
         added: dict[str, WorkflowStats] = {}
         for start in range(0, len(names), _CHUNK):
             some: Any = names[start : start + _CHUNK]
-            if self._names_as_json:
-                some = orjson.dumps(some).decode()
+            if self._as_json:
+                some = _json(some)
             chunk = {"w_tenant": tenant, "w_workflows": some, "w_read_back": read_back}
             added.update(
                 (r["workflow_id"], _stats(r)) for r in self._db.rows(self._get_many, chunk)
@@ -263,7 +259,7 @@ class SqlWorkflows:
                 rows.append((workflow_id, us, count))
         if not rows:
             return
-        if self._names_as_json:  # one statement (_ROWS)
+        if self._as_json:  # one statement (_ROWS)
             self._db.write(self._add_seconds, {"tenant": tenant, "rows": _json(rows)})
         else:
             self._db.write(self._add_seconds, [

@@ -23,8 +23,8 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
 from slotward.adapters.store.postgres.store import PostgresStore
+from slotward.adapters.store.sqlite.savepoint import SavepointUnitOfWork
 from slotward.adapters.store.sqlite.store import SqliteStore
-from slotward.adapters.store.sqlite.writer import SavepointUnitOfWork
 from slotward.engine.fakes import InMemoryUnitOfWork, State
 from slotward.engine.ports import UnitOfWork
 from tests.conftest import TEMPLATE
@@ -111,7 +111,7 @@ def postgres_store(postgres: PgServer) -> Iterator[_Postgres]:
 
 class _Grouped:
     """A call as SQLite's writer runs it in a group: in a savepoint of a shared
-    transaction (adapters/store/sqlite/writer.py ``_run_group``), the others'
+    transaction (adapters/store/sqlite/groups.py ``GroupRunner``), the others'
     work around it left out."""
 
     def __init__(self, path: Path) -> None:

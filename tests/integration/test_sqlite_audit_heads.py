@@ -11,7 +11,6 @@ every chain verifies, and its head row is its last entry.
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -89,26 +88,10 @@ def _clash(uow: UnitOfWork) -> None:
         uow.commit()
 
 
-class _Gate:
-    def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
-
-    def call(self, uow: UnitOfWork) -> None:
-        self.entered.set()
-        assert self.release.wait(EVENT_WAIT)
-
-
 async def _group(sqlite_store: SqliteStore, calls: list[Callable[[UnitOfWork], Any]]) -> list[Any]:
-    """``calls`` queued behind a gate, so that they start as one group."""
-    gate = _Gate()
-    held = asyncio.create_task(sqlite_store.write(gate.call))
-    assert await asyncio.to_thread(gate.entered.wait, EVENT_WAIT)
+    """``calls`` started in one turn of the event loop, so that they run as one group."""
     before = sqlite_store.writer_stats()
     tasks = [asyncio.create_task(sqlite_store.write(c)) for c in calls]
-    await asyncio.sleep(0)
-    gate.release.set()
-    await held
     answers = await asyncio.gather(*tasks, return_exceptions=True)
     assert sqlite_store.writer_stats().groups - before.groups == 1
     return answers

@@ -9,7 +9,6 @@ not an accident. The statements are caught by sqlite3's own trace.
 from __future__ import annotations
 
 import asyncio
-import threading
 from datetime import UTC, datetime
 from typing import Any
 
@@ -54,18 +53,14 @@ def _creating(n: int) -> Any:
 
 
 class _Traced:
-    """Two creates queued behind a gate (one group), the second one's statements caught."""
+    """Calls of one group: the first finds the connection, the others trace between them."""
 
     def __init__(self) -> None:
-        self.entered = threading.Event()
-        self.release = threading.Event()
         self.sent: list[str] = []
         self._raw: Any = None
 
-    def gate(self, uow: UnitOfWork) -> None:
+    def find(self, uow: UnitOfWork) -> None:
         self._raw = uow._conn.connection.dbapi_connection  # type: ignore[attr-defined]
-        self.entered.set()
-        assert self.release.wait(EVENT_WAIT)
 
     def start(self, uow: UnitOfWork) -> None:
         self._raw.set_trace_callback(self.sent.append)
@@ -79,16 +74,12 @@ async def test_a_fresh_create_in_a_group_runs_its_statements_and_no_more(
 ) -> None:
     await sqlite_store.write(_creating(0))  # the tenant's chain has its head
     traced = _Traced()
-    held = asyncio.create_task(sqlite_store.write(traced.gate))
-    assert await asyncio.to_thread(traced.entered.wait, EVENT_WAIT)
     before = sqlite_store.writer_stats()
-    calls = [_creating(1), traced.start, _creating(2), traced.stop]
-    tasks = [asyncio.create_task(sqlite_store.write(c)) for c in calls]
-    await asyncio.sleep(0)  # each puts its call in the writer's queue
-    traced.release.set()
-    await held
-    replies = await asyncio.gather(*tasks)
+    calls = [traced.find, _creating(1), traced.start, _creating(2), traced.stop]
+    # Started in one turn of the event loop: they run as one group.
+    replies = await asyncio.gather(*(asyncio.create_task(sqlite_store.write(c)) for c in calls))
     assert sqlite_store.writer_stats().groups - before.groups == 1  # they ran as one group
+    replies = replies[1:]
     assert replies[0].created
     assert replies[2].created
     statements = [s for s in traced.sent if s.strip()]

@@ -1,9 +1,12 @@
 """Group commit on a real SQLite file: calls share a COMMIT, never a fate they wouldn't alone.
 
-The writer runs the calls that queued up during a transaction together, each in
-a savepoint of one transaction (adapters/store/sqlite/writer.py). A first call
-that waits on an event keeps the writer busy while the others queue, so they
-form one group for certain.
+Calls that reach the store together run as one group, in one transaction
+(adapters/store/sqlite/groups.py), in either of the two places that run them:
+- on the event loop's thread (sqlite/loop_writer.py): the calls made in one
+  turn of the loop form one group, so tasks started together do;
+- on the writer thread (sqlite/writer.py): a first call that waits on an event
+  keeps the thread busy while the others queue, so they form one group.
+Every test of a group's meaning runs in both places.
 """
 
 from __future__ import annotations
@@ -28,14 +31,34 @@ from slotward.engine.ports import UnitOfWork
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 
 
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
-    opened = SqliteStore.open(f"sqlite:///{tmp_path / 'g.db'}", timedelta(hours=24))
+@pytest.fixture(params=["loop", "thread"])
+async def store(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SqliteStore]:
+    """Writes on the event loop's thread, or (``thread``) all on the writer thread."""
+    opened = SqliteStore(
+        tmp_path / "g.db", timedelta(hours=24), writes_on_loop=request.param == "loop"
+    )
+    opened.migrate()
     opened.run_write_sync(_create_tables)
     try:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture
+async def thread_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
+    """All writes on the writer thread, where a call may block it while others queue."""
+    opened = SqliteStore(tmp_path / "g.db", timedelta(hours=24), writes_on_loop=False)
+    opened.migrate()
+    opened.run_write_sync(_create_tables)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+def _on_loop(store: SqliteStore) -> bool:
+    return store._here is not None
 
 
 def _conn(uow: UnitOfWork) -> Connection:
@@ -99,7 +122,18 @@ class _Gate:
 
 
 async def _queued(store: SqliteStore, calls: list[Callable[[UnitOfWork], Any]]) -> list[Any]:
-    """Run ``calls`` as one group behind a gate; their answers or errors, in order."""
+    """Run ``calls`` as one group; their answers or errors, in order.
+
+    On the loop's thread: tasks started in one turn of the loop. On the writer
+    thread: behind a gate that holds it."""
+    if _on_loop(store):
+        before = store.writer_stats()
+        tasks = [asyncio.create_task(store.write(c)) for c in calls]
+        answers = await asyncio.gather(*tasks, return_exceptions=True)
+        after = store.writer_stats()
+        assert after.groups - before.groups == 1
+        assert after.grouped_calls - before.grouped_calls == len(calls)
+        return answers
     gate = _Gate()
     held = await gate.hold(store)
     tasks = [asyncio.create_task(store.write(c)) for c in calls]
@@ -175,7 +209,39 @@ async def test_a_failed_commit_fails_every_call_of_the_group(store: SqliteStore)
     assert await store.write(_note(3)) == 3  # and the writer goes on
 
 
-async def test_no_answer_leaves_before_the_group_commits(store: SqliteStore) -> None:
+async def test_no_answer_leaves_before_the_group_commits_on_the_loop(tmp_path: Path) -> None:
+    store = SqliteStore(tmp_path / "g.db", timedelta(hours=24))
+    store.migrate()
+    store.run_write_sync(_create_tables)
+    other = create_engine(f"sqlite:///{tmp_path / 'g.db'}")
+    seen: list[Any] = []
+    first: asyncio.Task[int] | None = None
+
+    def last(uow: UnitOfWork) -> int:
+        with uow:
+            assert first is not None
+            # The first call is done and kept, but neither answered nor committed:
+            # another connection (another process) sees nothing of the group.
+            with other.connect() as conn:
+                seen.append(
+                    (first.done(), [r[0] for r in conn.exec_driver_sql("SELECT id FROM notes")])
+                )
+            uow.commit()
+        return 9
+
+    try:
+        first = asyncio.create_task(store.write(_note(1)))
+        second = asyncio.create_task(store.write(last))
+        assert list(await asyncio.gather(first, second)) == [1, 9]
+        assert seen == [(False, [])]
+        assert _ids(store) == [1]
+    finally:
+        other.dispose()
+        await store.close()
+
+
+async def test_no_answer_leaves_before_the_group_commits(thread_store: SqliteStore) -> None:
+    store = thread_store
     last_entered = threading.Event()
     last_release = threading.Event()
 
@@ -202,7 +268,8 @@ async def test_no_answer_leaves_before_the_group_commits(store: SqliteStore) -> 
     assert _ids(store) == [1]
 
 
-async def test_a_second_process_sees_only_committed_groups(store: SqliteStore) -> None:
+async def test_a_second_process_sees_only_committed_groups(thread_store: SqliteStore) -> None:
+    store = thread_store
     # A reader of its own (another process, say) sees nothing of a group before
     # its COMMIT: the group is one transaction.
     url = str(store._path)

@@ -21,7 +21,7 @@ from sqlalchemy.exc import IntegrityError
 
 from slotward.adapters.store import tables
 from slotward.adapters.store.repos import SqlUnitOfWork
-from slotward.adapters.store.sqlite.store import SqliteStore
+from slotward.adapters.store.sqlite.store import SqliteStore, sqlite_path
 from slotward.adapters.store.waits import Waits
 from slotward.engine.clock import FixedClock, TimeOrderedIds
 from slotward.engine.errors import SlotConflict, Unavailable
@@ -420,7 +420,8 @@ async def test_reads_see_committed_data_only(
         with uow:
             return uow.holds.blocking("acme", ["att_1"], NOW, NOW + timedelta(days=30), NOW)
 
-    pending = asyncio.ensure_future(store.write(slow_commit))
+    # On the writer thread (a synchronous caller's): the write stays open while we read.
+    pending = asyncio.ensure_future(asyncio.to_thread(store.run_write_sync, slow_commit))
     try:
         await wait(written)
         assert await store.read(find) is None  # same store, reader connection
@@ -546,7 +547,12 @@ async def test_the_overlap_query_reaches_holds_by_id_not_by_scanning_live_holds(
 async def test_a_write_still_in_line_after_its_timeout_gets_503_and_never_runs(
     db_url: str,
 ) -> None:
-    bounded = SqliteStore.open(db_url, MAX_HOLD, Waits(queue_seconds=0.2))
+    # Every write on the writer thread, where calls wait in line (a call the event
+    # loop's thread hands on waits there too: tests/integration/test_sqlite_loop_writer.py).
+    bounded = SqliteStore(
+        sqlite_path(db_url), MAX_HOLD, waits=Waits(queue_seconds=0.2), writes_on_loop=False
+    )
+    bounded.migrate()
     started = threading.Event()
     release = threading.Event()
     ran: list[str] = []

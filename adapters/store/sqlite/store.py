@@ -1,12 +1,14 @@
 """The embedded store: one SQLite file in WAL mode.
 
-Every write call runs whole on one writer thread that owns one connection (a
-call costs one thread hop, not one per statement) inside a transaction opened
-with ``BEGIN IMMEDIATE``, so writers serialize even across processes sharing
-the file: two claims on one attendee cannot both pass the conflict check.
-Calls that queue up meanwhile commit together (sqlite_writer.py). Reads run on
-a small pool of reader threads, each in a deferred transaction that sees one
-consistent snapshot.
+Every write call runs whole inside a transaction opened with ``BEGIN
+IMMEDIATE``, so writers serialize even across processes sharing the file: two
+claims on one attendee cannot both pass the conflict check. The calls that
+reach the store together commit together (sqlite/groups.py), on the event
+loop's own thread (sqlite/loop_writer.py), or on one writer thread that owns a
+connection of its own when the file's lock is not free at once or the caller
+is not on the loop (sqlite/writer.py). Reads run on a small pool of reader
+threads, each in a deferred transaction that sees one consistent snapshot,
+or, a few point lookups, on the caller's thread (``peek``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,17 @@ from sqlalchemy.pool import NullPool
 from slotward.adapters.store.migrate import upgrade
 from slotward.adapters.store.repos import SqlUnitOfWork
 from slotward.adapters.store.sqlite.checkpoint import Checkpointer
+from slotward.adapters.store.sqlite.groups import (
+    Call,
+    GroupRunner,
+    LoopSettle,
+    Settle,
+    WriterStats,
+)
+from slotward.adapters.store.sqlite.loop_writer import LoopWriter
 from slotward.adapters.store.sqlite.peeks import PeekUnitOfWork
 from slotward.adapters.store.sqlite.turns import WriterTurn
-from slotward.adapters.store.sqlite.writer import GroupWriter, LoopSettle, Settle, WriterStats
+from slotward.adapters.store.sqlite.writer import GroupWriter
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import InvalidRequest, Unavailable
 from slotward.engine.ports import UnitOfWork
@@ -169,13 +179,21 @@ class SqliteStore:
         readers: int = 4,
         waits: Waits = DEFAULT_WAITS,
         checkpoint_seconds: float = 0.5,
+        *,
+        writes_on_loop: bool = True,
     ) -> None:
+        """``writes_on_loop``: write calls run on the event loop's thread when
+        the file's lock is free (False: all on the writer thread)."""
         self._path = path
         self._max_hold = max_hold
         self._queue_seconds = waits.queue_seconds
         self._engine = _engine(path, waits)
         self._turn = WriterTurn(path)
         self._writer = GroupWriter(self._writer_conn, max_hold, _unavailable, self._turn)
+        self._here: LoopWriter | None = None
+        if writes_on_loop:
+            runner = GroupRunner(self._loop_writer_conn, max_hold, _unavailable)
+            self._here = LoopWriter(runner, WriterTurn(path), self._to_thread)
         self._readers = _ReaderPool(readers, self._run_read)
         self._checkpointer = Checkpointer(self._engine.raw_connection, checkpoint_seconds)
         self._local = threading.local()
@@ -212,6 +230,11 @@ class SqliteStore:
         conn.exec_driver_sql("PRAGMA temp_store=MEMORY")
         return conn
 
+    def _loop_writer_conn(self) -> Connection:
+        conn = self._writer_conn()
+        conn.exec_driver_sql("PRAGMA busy_timeout=0")  # the loop waits for no lock
+        return conn
+
     def _reader_conn(self) -> Connection:
         conn: Connection | None = getattr(self._local, "conn", None)
         if conn is None:
@@ -229,16 +252,33 @@ class SqliteStore:
         self._checkpointer.run_now()
 
     def writer_stats(self) -> WriterStats:
-        return self._writer.stats()
+        """Groups of two calls or more, and their calls, wherever they ran."""
+        runners = [self._writer.runner] + ([] if self._here is None else [self._here.runner])
+        return WriterStats(sum(r.groups for r in runners), sum(r.grouped_calls for r in runners))
 
     def run_write_sync(self, fn: Callable[[UnitOfWork], T]) -> T:
         """Run ``fn`` as a write transaction from synchronous code (CLI, tests)."""
         return self._writer.submit_future(fn).result()
 
     async def write(self, fn: Callable[[UnitOfWork], T]) -> T:
+        loop = asyncio.get_running_loop()
+        if self._here is not None and self._here.serves(loop):
+            future: asyncio.Future[T] = loop.create_future()
+            self._here.submit(Call(fn, _not_in_line, LoopSettle(loop, future)))
+            return await future
         job, future, settle = self._call()
         self._writer.submit(fn, job.start, settle)
         return await self._queued(future, job)
+
+    def _to_thread(self, call: Call[Any]) -> None:
+        """A call the loop's thread could not run, to the writer thread, in line
+        there as any other: refused if no thread took it in time."""
+        settle = call.settle
+        assert isinstance(settle, LoopSettle)
+        job = _Job()
+        call.start = job.start
+        self._writer.submit_call(call)
+        self._expire(settle.loop, settle.future, job)
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
         job, future, settle = self._call()
@@ -285,17 +325,28 @@ class SqliteStore:
         end (SQLite's own busy timeout bounds its lock waits).
         """
 
-        def expire() -> None:
-            if not future.done() and job.abandon():
-                future.set_exception(_busy())
-
-        timer = asyncio.get_running_loop().call_later(self._queue_seconds, expire)
+        timer = self._expire(asyncio.get_running_loop(), future, job)
         try:
             return await future
         finally:
             timer.cancel()
 
+    def _expire(
+        self, loop: asyncio.AbstractEventLoop, future: asyncio.Future[Any], job: _Job
+    ) -> asyncio.TimerHandle:
+        """Refuse ``future``'s call (503) unless a thread started it within the store timeout."""
+
+        def expire() -> None:
+            if not future.done() and job.abandon():
+                future.set_exception(_busy())
+
+        timer = loop.call_later(self._queue_seconds, expire)
+        future.add_done_callback(lambda _: timer.cancel())
+        return timer
+
     async def close(self) -> None:
+        if self._here is not None:
+            self._here.close()
         self._checkpointer.close()
         self._writer.close()
         self._turn.close()
@@ -305,3 +356,7 @@ class SqliteStore:
         if self._peek_conn is not None:
             self._peek_conn.close()
         self._engine.dispose()
+
+
+def _not_in_line() -> None:
+    """A call run on the loop's thread never waits in a line it could be refused from."""

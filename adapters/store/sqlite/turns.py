@@ -7,12 +7,14 @@ file) the writer that has waited longest sleeps longest, and the others take
 the lock in between. Measured at 2 worker processes, a create's p99 was 2.0 s
 for a p50 of 37 ms.
 
-So each process's writer thread first takes an exclusive ``flock`` on a file
+So each process's writer first takes an exclusive ``flock`` on a file
 beside the database (``<database>-writer``) and holds it over its
-transaction: the kernel wakes a waiter the moment it is released, and drops
-the lock of a process that dies. It is only a queue in front of SQLite's own
-lock, never what correctness rests on: a writer that does not take it (a
-migration, the ``sqlite3`` shell) still serializes by ``BEGIN IMMEDIATE``.
+transaction (the event loop's thread only if it is free at once, the writer
+thread waiting for it: sqlite/loop_writer.py): the kernel wakes a waiter the
+moment it is released, and drops the lock of a process that dies. It is only
+a queue in front of SQLite's own lock, never what correctness rests on: a
+writer that does not take it (a migration, the ``sqlite3`` shell) still
+serializes by ``BEGIN IMMEDIATE``.
 
 The wait has no timeout of its own: a process stopped in the middle of a
 transaction holds SQLite's lock too, and the calls waiting behind it are
@@ -51,6 +53,19 @@ class WriterTurn:
         if fd is not None:
             fcntl.flock(fd, fcntl.LOCK_EX)
         return self
+
+    def take_now(self) -> bool:
+        """Take the turn if it is free now (then leave it by ``__exit__``); False if
+        another holds it. Another ``WriterTurn`` of this process is another holder:
+        each opens the file on its own, and ``flock`` locks an open file."""
+        fd = self._open()
+        if fd is None:
+            return True
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        return True
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None

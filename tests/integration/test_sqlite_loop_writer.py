@@ -18,12 +18,15 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import Connection
+from sqlalchemy import Connection, Engine, create_engine
 
+from slotward.adapters.store.sqlite.groups import Call, GroupRunner, LoopSettle
+from slotward.adapters.store.sqlite.loop_writer import LoopWriter
 from slotward.adapters.store.sqlite.store import SqliteStore
-from slotward.adapters.store.sqlite.turns import turn_file
+from slotward.adapters.store.sqlite.turns import WriterTurn, turn_file
 from slotward.adapters.store.waits import DEFAULT_WAITS, Waits
 from slotward.engine.errors import Unavailable
 from slotward.engine.ports import UnitOfWork
@@ -191,3 +194,53 @@ async def test_a_write_from_another_event_loop_runs_on_the_writer_thread(
     ran_on, caller = await asyncio.to_thread(elsewhere)
     assert ran_on not in (caller, threading.get_ident())
     assert _ids(tmp_path / "w.db") == [1, 2]
+
+
+async def test_while_the_thread_has_calls_handed_to_it_the_next_ones_follow_them(
+    tmp_path: Path,
+) -> None:
+    # The loop's writer itself, on a real file and turn; what it hands on is kept
+    # in a list here (the writer thread's queue, in the store).
+    path = tmp_path / "w.db"
+    store = await _opened(path)
+    await store.close()  # the file has its table; this test drives a LoopWriter alone
+    engine = create_engine(f"sqlite:///{path}", connect_args={"check_same_thread": False})
+    handed: list[Call[Any]] = []
+    runner = GroupRunner(lambda: _no_wait(engine), timedelta(hours=24), lambda exc: exc)
+    here = LoopWriter(runner, WriterTurn(path), handed.append)
+    loop = asyncio.get_running_loop()
+    assert here.serves(loop)
+
+    def call(i: int) -> tuple[Call[Any], asyncio.Future[int]]:
+        future: asyncio.Future[int] = loop.create_future()
+        return Call(_note(i), lambda: None, LoopSettle(loop, future)), future
+
+    try:
+        other = _OtherProcessTurn(path)
+        first, first_answer = call(1)
+        here.submit(first)
+        here.flush()
+        other.release()
+        assert handed == [first]  # the turn was taken: handed on
+        second, second_answer = call(2)
+        here.submit(second)
+        here.flush()
+        assert handed == [first, second]  # the turn is free, but the first is not answered
+        first_answer.set_result(0)
+        second_answer.set_result(0)
+        await asyncio.sleep(0)  # their done callbacks run
+        third, third_answer = call(3)
+        here.submit(third)
+        here.flush()
+        assert handed == [first, second]
+        assert await third_answer == threading.get_ident()  # run here
+        assert _ids(path) == [3]
+    finally:
+        here.close()
+        engine.dispose()
+
+
+def _no_wait(engine: Engine) -> Connection:
+    conn = engine.connect()
+    conn.exec_driver_sql("PRAGMA busy_timeout=0")
+    return conn

@@ -14,7 +14,10 @@ thread found queued. The loop stops for the group, as it stopped for the GIL
 before; it never waits for a lock: its connection has no busy timeout, and it
 takes the file's turn (sqlite/turns.py) only if it is free at once. A group
 that finds either taken (another process's turn, a migration) goes whole, in
-order, to the writer thread (sqlite/writer.py), which waits for them.
+order, to the writer thread (sqlite/writer.py), which waits for them; and so
+do the groups after it until the thread has answered all it was handed, so
+calls keep their order and, while processes contend for the file, the loop
+does not try for a turn it would mostly not get.
 """
 
 from __future__ import annotations
@@ -55,6 +58,7 @@ class LoopWriter:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._pending: list[Call[Any]] = []
         self._closed = False
+        self._away = 0  # calls handed to the writer thread, not answered yet
 
     def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether ``loop``'s calls run here: the first loop's to write (a loop
@@ -81,9 +85,19 @@ class LoopWriter:
         pending, self._pending = self._pending, []
         for at in range(0, len(pending), MAX_GROUP):
             group = pending[at : at + MAX_GROUP]
-            if not self._ran(group):
+            if self._away or not self._ran(group):
                 for call in group:
-                    self._elsewhere(call)
+                    self._hand_over(call)
+
+    def _hand_over(self, call: Call[Any]) -> None:
+        settle = call.settle
+        assert isinstance(settle, LoopSettle)
+        self._away += 1
+        settle.future.add_done_callback(self._back)
+        self._elsewhere(call)
+
+    def _back(self, _: object) -> None:
+        self._away -= 1
 
     def close(self) -> None:
         """Run what is in line, and close the connection (on the loop's thread)."""

@@ -16,8 +16,22 @@ def to_us(instant: datetime) -> int:
     return (instant - _EPOCH) // _MICROSECOND
 
 
+# Instants read back, by their microseconds: a refusal's search for free time
+# reads the spans of every hold near the claim, and a busy calendar's holds
+# start and end on the same few grid instants, conflict after conflict (their
+# conversion was a sixth of a refusal's writer time). A datetime is immutable,
+# so one may be handed to every reader; the memo starts over when full.
+_READ: dict[int, datetime] = {}
+_READ_MAX = 16_384
+
+
 def from_us(micros: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=micros)
+    found = _READ.get(micros)
+    if found is None:
+        if len(_READ) >= _READ_MAX:
+            _READ.clear()
+        found = _READ[micros] = _EPOCH + timedelta(microseconds=micros)
+    return found
 
 
 def opt_from_us(micros: int | None) -> datetime | None:

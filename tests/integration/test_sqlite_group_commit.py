@@ -12,6 +12,7 @@ Every test of a group's meaning runs in both places.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -31,30 +32,29 @@ from slotward.engine.ports import UnitOfWork
 EVENT_WAIT = 30.0  # a guard against a hang, never a timing assertion
 
 
-@pytest.fixture(params=["loop", "thread"])
-async def store(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SqliteStore]:
-    """Writes on the event loop's thread, or (``thread``) all on the writer thread."""
-    opened = SqliteStore(
-        tmp_path / "g.db", timedelta(hours=24), writes_on_loop=request.param == "loop"
-    )
+@contextlib.asynccontextmanager
+async def _opened(path: Path, *, on_loop: bool) -> AsyncIterator[SqliteStore]:
+    opened = SqliteStore(path, timedelta(hours=24), writes_on_loop=on_loop)
     opened.migrate()
     opened.run_write_sync(_create_tables)
     try:
         yield opened
     finally:
         await opened.close()
+
+
+@pytest.fixture(params=["loop", "thread"])
+async def store(tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[SqliteStore]:
+    """Writes on the event loop's thread, or (``thread``) all on the writer thread."""
+    async with _opened(tmp_path / "g.db", on_loop=request.param == "loop") as opened:
+        yield opened
 
 
 @pytest.fixture
 async def thread_store(tmp_path: Path) -> AsyncIterator[SqliteStore]:
     """All writes on the writer thread, where a call may block it while others queue."""
-    opened = SqliteStore(tmp_path / "g.db", timedelta(hours=24), writes_on_loop=False)
-    opened.migrate()
-    opened.run_write_sync(_create_tables)
-    try:
+    async with _opened(tmp_path / "g.db", on_loop=False) as opened:
         yield opened
-    finally:
-        await opened.close()
 
 
 def _on_loop(store: SqliteStore) -> bool:
@@ -210,9 +210,6 @@ async def test_a_failed_commit_fails_every_call_of_the_group(store: SqliteStore)
 
 
 async def test_no_answer_leaves_before_the_group_commits_on_the_loop(tmp_path: Path) -> None:
-    store = SqliteStore(tmp_path / "g.db", timedelta(hours=24))
-    store.migrate()
-    store.run_write_sync(_create_tables)
     other = create_engine(f"sqlite:///{tmp_path / 'g.db'}")
     seen: list[Any] = []
     first: asyncio.Task[int] | None = None
@@ -230,14 +227,14 @@ async def test_no_answer_leaves_before_the_group_commits_on_the_loop(tmp_path: P
         return 9
 
     try:
-        first = asyncio.create_task(store.write(_note(1)))
-        second = asyncio.create_task(store.write(last))
-        assert list(await asyncio.gather(first, second)) == [1, 9]
-        assert seen == [(False, [])]
-        assert _ids(store) == [1]
+        async with _opened(tmp_path / "g.db", on_loop=True) as store:
+            first = asyncio.create_task(store.write(_note(1)))
+            second = asyncio.create_task(store.write(last))
+            assert list(await asyncio.gather(first, second)) == [1, 9]
+            assert seen == [(False, [])]
+            assert _ids(store) == [1]
     finally:
         other.dispose()
-        await store.close()
 
 
 async def test_no_answer_leaves_before_the_group_commits(thread_store: SqliteStore) -> None:

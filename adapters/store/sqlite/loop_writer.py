@@ -63,9 +63,11 @@ class LoopWriter:
     def serves(self, loop: asyncio.AbstractEventLoop) -> bool:
         """Whether ``loop``'s calls run here: the first loop's to write (a loop
         closed since, with nothing left in line, is replaced by the next)."""
+        if self._closed:
+            return False
         if loop is self._loop:
             return True
-        if self._closed or self._pending:
+        if self._pending:
             return False
         if self._loop is None or self._loop.is_closed():
             self._loop = loop
@@ -104,6 +106,7 @@ class LoopWriter:
         self._closed = True
         self.flush()
         self.runner.drop_connection()
+        self._turn.close()
 
     def _ran(self, group: list[Call[Any]]) -> bool:
         if not self._turn.take_now():

@@ -278,7 +278,8 @@ class SqliteStore:
         job = _Job()
         call.start = job.start
         self._writer.submit_call(call)
-        self._expire(settle.loop, settle.future, job)
+        timer = self._expire(settle.loop, settle.future, job)
+        settle.future.add_done_callback(lambda _: timer.cancel())
 
     async def read(self, fn: Callable[[UnitOfWork], T]) -> T:
         job, future, settle = self._call()
@@ -340,9 +341,7 @@ class SqliteStore:
             if not future.done() and job.abandon():
                 future.set_exception(_busy())
 
-        timer = loop.call_later(self._queue_seconds, expire)
-        future.add_done_callback(lambda _: timer.cancel())
-        return timer
+        return loop.call_later(self._queue_seconds, expire)
 
     async def close(self) -> None:
         if self._here is not None:

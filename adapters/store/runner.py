@@ -123,10 +123,8 @@ class DriverRunner:
 
     def _args(self, plan: Plan, params: Params) -> Any:
         # Both by position: sqlite3 a tuple, asyncpg a list (empty if none).
-        if self._dialect is SQLITE:
-            return plan.args(params)
-        bound = plan.bind(params)
-        return [bound[name] for name in plan.order]
+        args = plan.args(params)
+        return args if self._dialect is SQLITE else list(args)
 
     def _run(self, stmt: Executable, params: Params | None) -> Any:
         if self._pending:
